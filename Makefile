@@ -1,0 +1,30 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+# torch's CPU wheel is installed first so that no CUDA build is ever pulled onto a CPU machine.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+TORCH  ?= torch==2.13.0
+
+.PHONY: demo test lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/pglab demo
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q -n 2 --dist loadfile
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check src tests benchmarks
+
+bench: $(VENV)/.installed
+	$(VENV)/bin/pglab bench --all
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

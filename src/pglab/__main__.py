@@ -1,0 +1,3 @@
+from pglab.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Token-sequence agents: tokenizer, TinyAgent, rollouts, behaviour cloning."""

@@ -1,0 +1,179 @@
+"""pglab <command>: thin wrappers that parse, call one function, and print."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pglab.report import format_value, write_index, write_report
+from pglab.result import Result
+
+DEFAULT_OUT = Path("runs")
+
+
+def print_result(result: Result, folder: Path | None = None, max_rows: int = 20) -> None:
+    """Print a Result's claims and tables on the terminal."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    for name, rows in result.tables.items():
+        if not rows:
+            continue
+        table = Table(title=name, title_justify="left")
+        columns = list(dict.fromkeys(k for row in rows for k in row))
+        for c in columns:
+            table.add_column(str(c))
+        for row in rows[:max_rows]:
+            table.add_row(*(format_value(row.get(c, "")) for c in columns))
+        if len(rows) > max_rows:
+            table.caption = f"{len(rows) - max_rows} more rows in the CSV"
+        console.print(table)
+    if result.checks:
+        table = Table(title="claims", title_justify="left")
+        for c in ("claim", "measured", "expected", "ok"):
+            table.add_column(c)
+        for check in result.checks:
+            ok = "[green]yes[/green]" if check.passed else "[red]NO[/red]"
+            table.add_row(check.claim, format_value(check.value), check.expected, ok)
+        console.print(table)
+    if folder is not None:
+        console.print(f"results written to [bold]{folder}[/bold] (report.md, result.json, csv, png)")
+
+
+def _parse_value(text: str, field_type: Any) -> Any:
+    if field_type in (str, "str"):
+        return text
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _overrides(exp, args) -> dict[str, Any]:
+    fields = {f.name: f for f in dataclasses.fields(exp.config_cls)}
+    overrides: dict[str, Any] = {}
+    for item in args.set or []:
+        if "=" not in item:
+            raise ValueError(f"--set takes key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        overrides[key] = _parse_value(value, fields[key].type if key in fields else str)
+    for key in ("seeds", "backend"):
+        value = getattr(args, key)
+        if value is None:
+            continue
+        if key not in fields:
+            raise ValueError(f"experiment {exp.name!r} takes no --{key}; its settings: {sorted(fields)}")
+        overrides[key] = value
+    return overrides
+
+
+def cmd_reproduce(args) -> int:
+    from pglab.experiments import experiment_names, get_experiment
+
+    if args.list:
+        for name in experiment_names():
+            print(f"{name:<24} {get_experiment(name).summary}")
+        return 0
+    if not args.all and not args.name:
+        print("pglab reproduce: name an experiment, or pass --list or --all", file=sys.stderr)
+        return 2
+    names = experiment_names() if args.all else [args.name]
+    out_root = Path(args.out) if args.out else DEFAULT_OUT
+    entries = []
+    for name in names:
+        exp = get_experiment(name)
+        start = time.perf_counter()
+        result = exp.run(quick=args.quick, **_overrides(exp, args))
+        folder = write_report(result, out_root / name if (args.all or not args.out) else out_root)
+        print(f"== {name}: {time.perf_counter() - start:.1f} s")
+        print_result(result, folder)
+        entries.append((name, folder, result.passed))
+    if args.all:
+        print(f"index: {write_index(entries, out_root)}")
+    return 0 if all(passed for _, _, passed in entries) else 1
+
+
+def benchmarks_dir() -> Path:
+    """benchmarks/ of the source checkout (pglab is installed in editable mode), else ./benchmarks."""
+    here = Path(__file__).resolve().parents[2] / "benchmarks"
+    return here if here.is_dir() else Path.cwd() / "benchmarks"
+
+
+def load_benchmark(name: str):
+    path = benchmarks_dir() / f"bench_{name}.py"
+    if not path.exists():
+        known = sorted(p.stem.removeprefix("bench_") for p in benchmarks_dir().glob("bench_*.py"))
+        raise ValueError(f"unknown benchmark {name!r}; known: {known}")
+    spec = importlib.util.spec_from_file_location(f"pglab_bench_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cmd_bench(args) -> int:
+    known = sorted(p.stem.removeprefix("bench_") for p in benchmarks_dir().glob("bench_*.py"))
+    if args.list or (not args.all and not args.name):
+        print("\n".join(known) if known else "no benchmarks found")
+        return 0
+    passed = True
+    for name in known if args.all else [args.name]:
+        result = load_benchmark(name).run(quick=args.quick)
+        folder = write_report(result, Path(args.out or DEFAULT_OUT) / f"bench-{name}")
+        print_result(result, folder)
+        passed &= result.passed
+    return 0 if passed else 1
+
+
+def cmd_demo(args) -> int:
+    from pglab.experiments import get_experiment
+
+    result = get_experiment("bandit-variance").run(quick=args.quick)
+    folder = write_report(result, Path(args.out or DEFAULT_OUT) / "demo")
+    print_result(result, folder)
+    return 0 if result.passed else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pglab", description="A policy-gradient laboratory.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="run the main job on the embedded default")
+    demo.add_argument("--out", help="output folder root (default: runs/)")
+    demo.add_argument("--quick", action="store_true", help="reduced size")
+    demo.set_defaults(func=cmd_demo)
+
+    rep = sub.add_parser("reproduce", help="reproduce a seed chapter's experiment")
+    rep.add_argument("name", nargs="?", help="experiment name (see --list)")
+    rep.add_argument("--list", action="store_true", help="list the experiments")
+    rep.add_argument("--all", action="store_true", help="run every experiment and write index.html")
+    rep.add_argument("--seeds", type=int, help="number of seeds (experiments that take seeds)")
+    rep.add_argument("--backend", choices=["serial", "process", "ray"], help="seed runner backend")
+    rep.add_argument("--out", help="output folder (default: runs/NAME)")
+    rep.add_argument("--quick", action="store_true", help="reduced size, as the tests run it")
+    rep.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
+    rep.set_defaults(func=cmd_reproduce)
+
+    bench = sub.add_parser("bench", help="run a benchmark in benchmarks/")
+    bench.add_argument("name", nargs="?")
+    bench.add_argument("--list", action="store_true")
+    bench.add_argument("--all", action="store_true")
+    bench.add_argument("--quick", action="store_true")
+    bench.add_argument("--out")
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ValueError as err:
+        print(f"pglab: {err}", file=sys.stderr)
+        return 2

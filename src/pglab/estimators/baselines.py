@@ -1,0 +1,107 @@
+"""Baselines: numbers subtracted from the reward that leave the gradient unbiased and cut its variance.
+
+Group functions work along ``dim`` (the samples of one prompt or task); everything else is batch.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from pglab.estimators._validate import check_finite, check_mode
+
+
+def _group_size(rewards: torch.Tensor, dim: int, minimum: int, what: str) -> int:
+    check_finite("rewards", rewards)
+    if rewards.dim() == 0:
+        raise ValueError("rewards must have a group axis: pass shape [..., n] with n samples per group")
+    n = rewards.shape[dim]
+    if n < minimum:
+        raise ValueError(f"{what} needs groups of at least {minimum} samples along dim={dim}, got {n}; "
+                         "sample more completions per prompt or use a batch baseline")
+    return n
+
+
+def leave_one_out(rewards: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """RLOO advantage r_i - mean_{j != i} r_j; rewards [..., n, ...] -> same shape (n >= 2).
+
+    Computed as the mean of the pairwise differences r_i - r_j, so adding a constant to every
+    reward leaves the result bit-identical whenever the shifted rewards are exactly representable.
+    Equals n / (n - 1) times the centred reward.
+    """
+    n = _group_size(rewards, dim, 2, "leave_one_out")
+    r = rewards.movedim(dim, -1)
+    diffs = r.unsqueeze(-1) - r.unsqueeze(-2)            # [..., n, n]: r_i - r_j
+    return (diffs.sum(-1) / (n - 1)).movedim(-1, dim)
+
+
+def group_normalize(
+    rewards: torch.Tensor,
+    dim: int = -1,
+    *,
+    scale: str = "group",
+    unbiased: bool = False,
+    eps: float = 1e-8,
+) -> torch.Tensor:
+    """GRPO advantage (r - group mean) / (std + eps); rewards [..., n, ...] -> same shape.
+
+    scale="group" divides by each group's std, "batch" by the std of all rewards, "none" only
+    centres (Dr. GRPO). ``unbiased`` picks the sample (n - 1) instead of the population std.
+    """
+    check_mode(scale, ("group", "batch", "none"), "scale")
+    _group_size(rewards, dim, 2 if unbiased else 1, "group_normalize with unbiased=True")
+    centred = rewards - rewards.mean(dim, keepdim=True)
+    if scale == "none":
+        return centred
+    if scale == "group":
+        std = rewards.std(dim, keepdim=True, correction=1 if unbiased else 0)
+    else:
+        if unbiased and rewards.numel() < 2:
+            raise ValueError("scale='batch' with unbiased=True needs at least 2 rewards")
+        std = rewards.std(correction=1 if unbiased else 0)
+    return centred / (std + eps)
+
+
+def normalize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """(x - mean) / (std + eps) over all elements, population std; x [...] -> same shape."""
+    check_finite("x", x)
+    return (x - x.mean()) / (x.std(correction=0) + eps)
+
+
+def optimal_constant_baseline(rewards: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """Variance-minimising constant b* = sum r |g|^2 / sum |g|^2; rewards [N], scores [N, P] -> scalar."""
+    check_finite("rewards", rewards)
+    if rewards.dim() != 1 or scores.dim() != 2 or scores.shape[0] != rewards.shape[0]:
+        raise ValueError(f"pass rewards [N] and scores [N, P]; got {tuple(rewards.shape)} and {tuple(scores.shape)}")
+    weight = scores.pow(2).sum(-1)
+    if weight.sum() == 0:
+        raise ValueError("every score is zero: b* is undefined (any baseline gives zero variance)")
+    return (rewards * weight).sum() / weight.sum()
+
+
+class EMABaseline:
+    """A running baseline: value <- decay * value + (1 - decay) * batch_mean after each batch.
+
+    ``decay=None`` gives the plain running average of every batch mean seen so far (Williams'
+    reinforcement comparison), where ``init`` counts as the first observation only until one arrives.
+    Use ``value`` *before* calling ``update`` with the current batch, so the baseline does not
+    depend on the actions it multiplies.
+    """
+
+    def __init__(self, init: float = 0.0, decay: float | None = 0.9):
+        if decay is not None and not 0.0 <= decay < 1.0:
+            raise ValueError(f"decay must be in [0, 1) or None for a running average, got {decay}")
+        self.value = float(init)
+        self.decay = decay
+        self.count = 0
+
+    def update(self, batch_mean: float | torch.Tensor) -> float:
+        """Fold in one batch mean and return the new value."""
+        x = float(batch_mean)
+        if x != x or x in (float("inf"), float("-inf")):
+            raise ValueError(f"batch_mean must be finite, got {x}")
+        self.count += 1
+        if self.decay is None:
+            self.value += (x - self.value) / self.count
+        else:
+            self.value = self.decay * self.value + (1.0 - self.decay) * x
+        return self.value

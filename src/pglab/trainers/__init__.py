@@ -1,0 +1,1 @@
+"""Trainers: REINFORCE for token-sequence agents, and for Hugging Face causal LMs."""
