@@ -1,0 +1,106 @@
+"""run_seeds: run one training function for many seeds, serially, in processes, or on Ray.
+
+``train(seed, **kwargs)`` is a generator that yields one curve point per update: a number, an
+array, or a dict of those. ``run_seeds`` collects every seed's points and stacks them to
+[seeds, updates, ...] (a dict of such arrays when the points are dicts). The same seeds give the
+same numbers on every backend: each seed runs alone, its randomness comes only from its seed, and
+each worker uses one torch thread.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any
+
+import numpy as np
+
+from pglab.progress import Counter
+
+BACKENDS = ("serial", "process", "ray")
+
+
+def _collect(train: Callable[..., Iterator[Any]], seed: int, kwargs: dict[str, Any]) -> list[Any]:
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return list(train(seed, **kwargs))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _stack(curves: list[list[Any]]) -> np.ndarray | dict[str, np.ndarray]:
+    lengths = {len(c) for c in curves}
+    if len(lengths) != 1:
+        raise ValueError(f"every seed must yield the same number of points, got lengths {sorted(lengths)}")
+    first = curves[0][0] if curves[0] else None
+    if isinstance(first, dict):
+        return {k: np.asarray([[np.asarray(p[k]) for p in c] for c in curves]) for k in first}
+    return np.asarray([[np.asarray(p) for p in c] for c in curves])
+
+
+def _run_ray(train, seeds, kwargs, counter: Counter, workers: int) -> list[list[Any]]:
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("backend='ray' needs Ray: pip install 'pglab[ray]'") from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        remote = ray.remote(num_cpus=1)(_collect)
+        refs = {remote.remote(train, seed, kwargs): i for i, seed in enumerate(seeds)}
+        curves: list[list[Any]] = [[] for _ in seeds]
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            curves[refs[done[0]]] = ray.get(done[0])
+            counter.advance()
+        return curves
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def run_seeds(
+    train: Callable[..., Iterator[Any]],
+    seeds: Sequence[int],
+    *,
+    backend: str = "serial",
+    workers: int | None = None,
+    description: str = "seeds",
+    **kwargs: Any,
+) -> np.ndarray | dict[str, np.ndarray]:
+    """Run ``train(seed, **kwargs)`` for every seed and stack the curves to [seeds, updates, ...].
+
+    backend "process" uses a spawned process pool, "ray" a local Ray instance started on demand
+    (the ``ray`` extra); ``train`` must then be a module-level function. ``workers`` defaults to
+    the number of CPUs. A progress bar counts finished seeds.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; pass one of {', '.join(BACKENDS)}")
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds is empty: pass at least one seed")
+    workers = workers or os.cpu_count() or 1
+    with Counter(description, total=len(seeds)) as counter:
+        if backend == "serial":
+            curves = []
+            for seed in seeds:
+                curves.append(_collect(train, seed, kwargs))
+                counter.advance()
+        elif backend == "process":
+            curves = [[] for _ in seeds]
+            context = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=min(workers, len(seeds)), mp_context=context) as pool:
+                futures = {pool.submit(_collect, train, seed, kwargs): i for i, seed in enumerate(seeds)}
+                for future in as_completed(futures):
+                    curves[futures[future]] = future.result()
+                    counter.advance()
+        else:
+            curves = _run_ray(train, seeds, kwargs, counter, workers)
+    return _stack(curves)
