@@ -1,0 +1,74 @@
+"""The Gaussian multi-armed bandit under a softmax policy, with every exact answer in closed form.
+
+Arm a pays N(means[a], sd^2). With pi = softmax(theta):
+J = sum_a pi_a mu_a, grad J = pi * (mu - J), and the single-sample estimator (r - b)(e_a - pi)
+has total variance E[((mu_a - b)^2 + sd^2) |e_a - pi|^2] - |grad J|^2. ``theta`` may carry
+leading batch dims ([..., K]): every method then answers for each row (many runs at once).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class GaussianBandit:
+    """K arms with Gaussian rewards; exact value, gradient, variance and optimal baseline."""
+
+    def __init__(self, means, sd: float = 1.0):
+        self.means = torch.as_tensor(means, dtype=torch.float64)
+        if self.means.dim() != 1 or len(self.means) < 2:
+            raise ValueError(f"means must be a 1-D list of at least 2 arm means, got {means}")
+        if sd < 0:
+            raise ValueError(f"sd must be >= 0, got {sd}")
+        self.sd = float(sd)
+
+    @property
+    def n_arms(self) -> int:
+        return len(self.means)
+
+    def policy(self, theta: torch.Tensor) -> torch.Tensor:
+        """pi = softmax(theta); theta [..., K] -> [..., K]."""
+        theta = torch.as_tensor(theta, dtype=torch.float64)
+        if theta.shape[-1] != self.n_arms:
+            raise ValueError(f"theta must end in {self.n_arms} logits, got shape {tuple(theta.shape)}")
+        return torch.softmax(theta, -1)
+
+    def exact_value(self, theta: torch.Tensor) -> torch.Tensor:
+        """J(theta) = sum pi_a mu_a; theta [..., K] -> [...]."""
+        return (self.policy(theta) * self.means).sum(-1)
+
+    def exact_gradient(self, theta: torch.Tensor) -> torch.Tensor:
+        """grad J = pi * (mu - J); theta [..., K] -> [..., K]."""
+        pi = self.policy(theta)
+        return pi * (self.means - (pi * self.means).sum(-1, keepdim=True))
+
+    def _score_sq_norms(self, pi: torch.Tensor) -> torch.Tensor:
+        """|e_a - pi|^2 for every arm a: pi [..., K] -> [..., K]."""
+        return 1.0 - 2.0 * pi + pi.pow(2).sum(-1, keepdim=True)
+
+    def exact_total_variance(self, theta: torch.Tensor, baseline: float | torch.Tensor = 0.0) -> torch.Tensor:
+        """Trace of the covariance of (r - b)(e_a - pi), reward noise included; theta [..., K] -> [...]."""
+        pi = self.policy(theta)
+        b = torch.as_tensor(baseline, dtype=torch.float64)
+        if b.dim() > 0:
+            b = b[..., None]
+        second_moment = (pi * ((self.means - b).pow(2) + self.sd**2) * self._score_sq_norms(pi)).sum(-1)
+        return second_moment - self.exact_gradient(theta).pow(2).sum(-1)
+
+    def optimal_baseline(self, theta: torch.Tensor) -> torch.Tensor:
+        """b* = E[r |score|^2] / E[|score|^2]; theta [..., K] -> [...]."""
+        pi = self.policy(theta)
+        weight = pi * self._score_sq_norms(pi)
+        return (weight * self.means).sum(-1) / weight.sum(-1)
+
+    def sample_actions(self, theta: torch.Tensor, generator: torch.Generator, n: int = 1) -> torch.Tensor:
+        """n arms drawn from pi for every row of theta; theta [..., K] -> actions [..., n] (int64)."""
+        pi = self.policy(theta)
+        flat = pi.reshape(-1, self.n_arms)
+        actions = torch.multinomial(flat, n, replacement=True, generator=generator)
+        return actions.reshape(*pi.shape[:-1], n)
+
+    def sample_rewards(self, actions: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """r = mu_a + sd * noise; actions [...] -> rewards [...] (float64)."""
+        noise = torch.randn(actions.shape, generator=generator, dtype=torch.float64)
+        return self.means[actions] + self.sd * noise
