@@ -77,10 +77,13 @@ def reinforce_loss(
     check_finite("advantages", advantages)
     if advantages.dim() == 1:
         if advantages.shape[0] != logp.shape[0]:
-            raise ValueError(f"advantages [B] has B={advantages.shape[0]} but logp has B={logp.shape[0]}")
+            raise ValueError(f"advantages has shape {tuple(advantages.shape)} but logp has B={logp.shape[0]}; "
+                             "pass one advantage per row")
         advantages = advantages[:, None]
     elif advantages.shape != logp.shape:
-        raise ValueError(f"advantages must be [B] or [B, T] like logp {tuple(logp.shape)}, got {tuple(advantages.shape)}")
+        raise ValueError(
+            f"advantages has shape {tuple(advantages.shape)}; pass [B] or [B, T] like logp {tuple(logp.shape)}"
+        )
     return aggregate_loss(-advantages.detach() * logp, mask, mode, norm_const)
 
 

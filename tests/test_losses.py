@@ -1,0 +1,133 @@
+"""Loss aggregation weights, detaching, and the guarded optimizer step."""
+
+import copy
+
+import pytest
+import torch
+
+from pglab.estimators import aggregate_loss, masked_mean, policy_gradient_step, reinforce_loss
+
+LENGTHS = torch.tensor([4, 8, 24])
+MASK = (torch.arange(24)[None] < LENGTHS[:, None]).double()
+
+
+def token_weights(mode):
+    per_token = torch.zeros(3, 24, dtype=torch.float64, requires_grad=True)
+    loss = aggregate_loss(per_token, MASK, mode, norm_const=3 * 24)
+    return torch.autograd.grad(loss, per_token)[0]
+
+
+@pytest.mark.parametrize("mode, per_token, totals", [
+    ("token_mean", [1 / 36] * 3, [4 / 36, 8 / 36, 24 / 36]),
+    ("seq_mean_token_sum", [1 / 3] * 3, [4 / 3, 8 / 3, 8.0]),
+    ("seq_mean_token_mean", [1 / 12, 1 / 24, 1 / 72], [1 / 3] * 3),
+    ("constant", [1 / 72] * 3, [4 / 72, 8 / 72, 24 / 72]),
+])
+def test_seed_000_weight_table(mode, per_token, totals):
+    weights = token_weights(mode)
+    assert weights[:, 0].tolist() == pytest.approx(per_token, rel=1e-12)
+    assert weights.sum(-1).tolist() == pytest.approx(totals, rel=1e-12)
+    assert (weights[MASK == 0] == 0).all()
+
+
+def test_seed_000_weight_table_printed_values():
+    printed = {"token_mean": ([0.0278] * 3, [0.111, 0.222, 0.667]),
+               "seq_mean_token_mean": ([0.0833, 0.0417, 0.0139], [0.333] * 3),
+               "constant": ([0.0139] * 3, [0.056, 0.111, 0.333])}
+    for mode, (per_token, totals) in printed.items():
+        weights = token_weights(mode)
+        assert weights[:, 0].tolist() == pytest.approx(per_token, abs=5e-5)
+        assert weights.sum(-1).tolist() == pytest.approx(totals, abs=5e-4)
+
+
+def test_masked_mean():
+    x = torch.tensor([[1.0, 2.0, 9.0], [3.0, 9.0, 9.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    assert masked_mean(x, mask).item() == 2.0
+    assert masked_mean(x, mask, dim=-1).tolist() == [1.5, 3.0]
+
+
+def test_reinforce_loss_gradient_is_minus_advantage_times_weight():
+    logp = torch.zeros(3, 24, dtype=torch.float64, requires_grad=True)
+    adv = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    grad = torch.autograd.grad(reinforce_loss(logp, adv, MASK, "seq_mean_token_sum"), logp)[0]
+    torch.testing.assert_close(grad, -adv[:, None] * MASK / 3)
+
+
+def test_gradient_isolation_of_advantages():
+    """Advantages computed from the model's own outputs pass no gradient into the model."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3).double()
+    x = torch.randn(5, 4, dtype=torch.float64)
+    mask = torch.ones(5, 1, dtype=torch.float64)
+    logits = model(x)
+    advantages = torch.softmax(logits, -1)[:, 0] - 0.3          # attached to the model on purpose
+    logp = torch.log_softmax(logits, -1)[:, :1]
+    assert not reinforce_loss(logp.detach(), advantages, mask).requires_grad   # no path through A at all
+    params = list(model.parameters())
+    got = torch.autograd.grad(reinforce_loss(logp, advantages, mask), params, retain_graph=True)
+    reference = torch.autograd.grad(-(advantages.detach() * logp[:, 0]).mean(), params, retain_graph=True)
+    leaky = torch.autograd.grad(-(advantages * logp[:, 0]).mean(), params)
+    for g, r, bad in zip(got, reference, leaky):
+        torch.testing.assert_close(g, r, atol=0, rtol=0)
+        assert not torch.allclose(g, bad)
+
+
+def test_detached_baseline_is_unbiased_attached_is_not():
+    """Seed 000 6.8: a baseline read off the policy's own probabilities, detached or not."""
+    logits = torch.tensor([0.5, -0.2, 0.1, 0.0, 0.3], dtype=torch.float64, requires_grad=True)
+    reward_of = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0], dtype=torch.float64)
+    probs = torch.softmax(logits, -1)
+    exact = torch.autograd.grad((probs * reward_of).sum(), logits, retain_graph=True)[0]
+    n = 200_000
+    actions = torch.multinomial(probs.detach(), n, replacement=True, generator=torch.Generator().manual_seed(0))
+    logp = torch.log_softmax(logits, -1)[actions][:, None]
+    mask = torch.ones(n, 1, dtype=torch.float64)
+    adv = reward_of[actions] - probs[0]                            # attached baseline
+    via_loss = -torch.autograd.grad(reinforce_loss(logp, adv, mask), logits, retain_graph=True)[0]
+    # Per-sample estimates for the standard error of the mean, per component.
+    scores = torch.eye(5, dtype=torch.float64)[actions] - probs.detach()
+    per_sample = (reward_of[actions] - probs[0].detach())[:, None] * scores
+    se = per_sample.std(0) / n**0.5
+    assert ((via_loss - exact).abs() <= 4 * se).all()
+    attached = -torch.autograd.grad(-(adv * logp[:, 0]).mean(), logits)[0]
+    assert ((attached - exact).norm() / exact.norm()).item() > 0.5
+
+
+def test_zero_advantage_step_is_skipped():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    x = torch.randn(4, 3)
+    logp = torch.log_softmax(model(x), -1)[:, :1]
+    stats = policy_gradient_step(model, opt, reinforce_loss(logp, torch.ones(4), torch.ones(4, 1)))
+    assert not stats["skipped"] and stats["grad_norm"] > 0
+    before = copy.deepcopy(model.state_dict())
+    logp = torch.log_softmax(model(x), -1)[:, :1]
+    stats = policy_gradient_step(model, opt, reinforce_loss(logp, torch.zeros(4), torch.ones(4, 1)))
+    assert stats == {"loss": 0.0, "grad_norm": 0.0, "skipped": True, "reason": "zero gradient"}
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    # Without the guard, Adam's momentum moves the parameters on the same zero gradient.
+    logp = torch.log_softmax(model(x), -1)[:, :1]
+    policy_gradient_step(model, opt, reinforce_loss(logp, torch.zeros(4), torch.ones(4, 1)), skip_zero_grad=False)
+    assert not all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_non_finite_gradient_is_skipped():
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    before = copy.deepcopy(model.state_dict())
+    loss = model(torch.tensor([[float("inf"), 1.0]])).sum()
+    stats = policy_gradient_step(model, opt, loss)
+    assert stats["skipped"] and stats["reason"] == "non-finite gradient"
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_clipping_reports_pre_clip_norm():
+    model = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        model.weight.fill_(0.0)
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    stats = policy_gradient_step(model, opt, model(torch.tensor([[10.0]])).sum(), max_grad_norm=1.0)
+    assert stats["grad_norm"] == pytest.approx(10.0)
+    assert model.weight.item() == pytest.approx(-1.0)  # the step used the clipped gradient
