@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
@@ -50,7 +51,10 @@ def _run_ray(train, seeds, kwargs, counter: Counter, workers: int) -> list[list[
         raise ValueError("backend='ray' needs Ray: pip install 'pglab[ray]'") from None
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        # Workers see the caller's import path, so a train function from a script's folder resolves.
+        path = os.pathsep.join(p for p in sys.path if p)
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": path}})
     try:
         remote = ray.remote(num_cpus=1)(_collect)
         refs = {remote.remote(train, seed, kwargs): i for i, seed in enumerate(seeds)}

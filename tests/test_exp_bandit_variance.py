@@ -1,0 +1,49 @@
+"""The bandit-variance experiment end to end: every claim holds and the report is written."""
+
+import json
+
+import pytest
+
+from pglab.cli import main
+from pglab.experiments import run_experiment
+
+
+@pytest.fixture(scope="module")
+def result():
+    return run_experiment("bandit-variance", quick=True)
+
+
+def test_every_claim_holds(result):
+    assert result.checks and result.passed, [c for c in result.checks if not c.passed]
+
+
+def test_seed_numbers(result):
+    sweep = {row["b"]: row for row in result.tables["baseline_sweep"]}
+    assert sweep[0.0]["exact"] == pytest.approx(33.0625)
+    assert sweep[6.5]["exact"] == pytest.approx(1.375)
+    for row in sweep.values():  # the seed's 200,000-sample numbers are within 3 of their own standard errors
+        assert abs(row["seed"] - row["exact"]) <= 3 * row["se"] * (50_000 / 200_000) ** 0.5
+    rows = {r["quantity"]: r["ours"] for r in result.tables["optimal_baseline_and_skewed_policy"]}
+    assert rows["skewed theta: V"] == pytest.approx(7.4225, abs=5e-5)
+    assert rows["skewed theta: variance, no baseline"] == pytest.approx(19.48, abs=0.01)
+    assert rows["skewed theta: variance, b = V"] == pytest.approx(1.291, abs=5e-4)
+
+
+def test_cli_writes_the_report(tmp_path, capsys):
+    assert main(["reproduce", "bandit-variance", "--quick", "--out", str(tmp_path)]) == 0
+    for name in ("result.json", "report.md", "baseline_sweep.csv", "variance_vs_baseline.png"):
+        assert (tmp_path / name).exists(), name
+    payload = json.loads((tmp_path / "result.json").read_text())
+    assert payload["name"] == "bandit-variance" and payload["passed"]
+    report = (tmp_path / "report.md").read_text()
+    assert "![variance_vs_baseline](variance_vs_baseline.png)" in report and "| b |" in report
+    assert "results written to" in capsys.readouterr().out
+
+
+def test_cli_list_and_errors(capsys):
+    assert main(["reproduce", "--list"]) == 0
+    assert "bandit-variance" in capsys.readouterr().out
+    assert main(["reproduce", "no-such-experiment"]) == 2
+    assert "unknown experiment" in capsys.readouterr().err
+    assert main(["reproduce", "bandit-variance", "--set", "nonsense=1"]) == 2
+    assert "no setting" in capsys.readouterr().err
