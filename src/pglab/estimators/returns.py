@@ -118,7 +118,8 @@ def gae(
         bootstrap = torch.as_tensor(bootstrap, dtype=rewards.dtype)
         if bootstrap.shape != rewards.shape[:-1]:
             raise ValueError(
-                f"bootstrap has shape {tuple(bootstrap.shape)}; pass one value per row, shape {tuple(rewards.shape[:-1])}"
+                f"bootstrap has shape {tuple(bootstrap.shape)}; "
+                f"pass one value per row, shape {tuple(rewards.shape[:-1])}"
             )
         check_finite("bootstrap", bootstrap)
     nxt = next_policy_values(values, mask, dones, bootstrap)

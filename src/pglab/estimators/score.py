@@ -26,9 +26,8 @@ def gaussian_score(mu: torch.Tensor, log_sigma: torch.Tensor, actions: torch.Ten
 
     mu, log_sigma, actions broadcastable [...] -> scores [..., 2].
     """
-    mu, log_sigma, actions = torch.broadcast_tensors(
-        *(v if torch.is_tensor(v) else torch.tensor(v, dtype=torch.get_default_dtype()) for v in (mu, log_sigma, actions))
-    )
+    as_tensor = lambda v: v if torch.is_tensor(v) else torch.tensor(v, dtype=torch.get_default_dtype())  # noqa: E731
+    mu, log_sigma, actions = torch.broadcast_tensors(as_tensor(mu), as_tensor(log_sigma), as_tensor(actions))
     var = torch.exp(2 * log_sigma)
     z2 = (actions - mu).pow(2) / var
     return torch.stack([(actions - mu) / var, z2 - 1.0], -1)
