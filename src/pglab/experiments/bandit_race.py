@@ -108,7 +108,8 @@ def count_row(method: str, arm: torch.Tensor, best: int, shown: int) -> dict:
     return {"method": method, "demo: wrong arm": int(((demo >= 0) & (demo != best)).sum()),
             "demo: wrong arm (seed)": SEED_WRONG[method], "demo: best arm": int((demo == best).sum()),
             "demo: uncommitted": int((demo < 0).sum()), "all runs: wrong rate": rate,
-            "all runs: se": math.sqrt(rate * (1.0 - rate) / n), "all runs: uncommitted rate": float((arm < 0).double().mean())}
+            "all runs: se": math.sqrt(rate * (1.0 - rate) / n),
+            "all runs: uncommitted rate": float((arm < 0).double().mean())}
 
 
 @experiment("bandit-race", "seed 001's race: 12 runs on rewards 1, 2, 4 + 10, without and with a running baseline",

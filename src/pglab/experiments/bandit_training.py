@@ -94,7 +94,7 @@ def one_torch_thread() -> Iterator[None]:
 
 def train(bandit: GaussianBandit, baseline: str, runs: int, steps: int, lr: float,
           generator: torch.Generator) -> Trajectory:
-    """REINFORCE from theta = 0, one pull per step, every run advanced by one tensor op; -> thetas [steps+1, runs, K]."""
+    """REINFORCE from theta = 0, one pull per step, all runs in one tensor op per step; -> thetas [steps+1, runs, K]."""
     _check_baseline(baseline)
     if runs < 1 or steps < 1:
         raise ValueError(f"runs and steps must be >= 1, got runs={runs}, steps={steps}")
@@ -116,7 +116,7 @@ def train(bandit: GaussianBandit, baseline: str, runs: int, steps: int, lr: floa
 
 def replay_run(bandit: GaussianBandit, baseline: str, actions: torch.Tensor, rewards: torch.Tensor,
                lr: float) -> torch.Tensor:
-    """The plain one-run Python loop that `train` is checked and timed against; actions, rewards [T] -> thetas [T+1, K]."""
+    """The plain one-run loop that `train` is checked and timed against; actions, rewards [T] -> thetas [T+1, K]."""
     _check_baseline(baseline)
     theta = torch.zeros(bandit.n_arms, dtype=torch.float64)
     running = EMABaseline(0.0, decay=None)
@@ -141,7 +141,7 @@ def seed_tolerance(se: float, sigmas: float) -> float:
 
 def summary_rows(baseline: str, values: torch.Tensor, best_prob: torch.Tensor, config: Config,
                  result: Result) -> list[dict]:
-    """Seed 004's printed statistics for one baseline, ours beside the seed's; values [steps+1, seeds], best_prob [seeds]."""
+    """Seed 004's statistics for one baseline, ours beside the seed's; values [steps+1, seeds], best_prob [seeds]."""
     n = values.shape[1]
     rows = []
     for step, seed_value in zip(config.checkpoints, SEED_MEAN_J[baseline]):
