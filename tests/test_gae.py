@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pglab.estimators import discounted_returns, gae
-from test_returns import batches
+from test_returns import batches, credited_episodes
 
 SEED_V = torch.tensor([0.850, 0.553, 0.417, 0.572, 0.227, 0.456], dtype=torch.float64)
 SEED_R = torch.tensor([0, 0, 0, 0, 0, 1.0], dtype=torch.float64)
@@ -73,22 +73,9 @@ def test_terminated_and_truncated_differ_correctly():
 def reference_gae(rewards, values, mask, dones, gamma, lam):
     """A_t = sum_l (gamma lam)^l delta_{t+l} over the policy positions of t's episode (plain Python)."""
     out = torch.zeros_like(rewards)
-    for b in range(rewards.shape[0]):
-        r, v, m, d = rewards[b].tolist(), values[b].tolist(), mask[b].tolist(), dones[b].tolist()
-        episodes, current = [], []
-        for t in range(len(r)):
-            current.append(t)
-            if d[t]:
-                episodes.append(current)
-                current = []
-        episodes.append(current)
-        for episode in episodes:
-            policy = [t for t in episode if m[t]]
-            credited = {t: 0.0 for t in policy}
-            for t in episode:
-                before = [p for p in policy if p <= t]
-                if before:
-                    credited[before[-1]] += r[t]
+    for b, (r, m, d) in enumerate(zip(rewards.tolist(), mask.tolist(), dones.tolist())):
+        v = values[b].tolist()
+        for policy, credited in credited_episodes(r, m, d):
             deltas = [credited[t] + gamma * (v[policy[i + 1]] if i + 1 < len(policy) else 0.0) - v[t]
                       for i, t in enumerate(policy)]
             for i, t in enumerate(policy):

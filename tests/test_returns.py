@@ -8,29 +8,38 @@ from hypothesis import strategies as st
 from pglab.estimators import backward_scan, discounted_returns
 
 
-def reference_returns(rewards, mask, dones, gamma):
-    """Reward-to-go by its definition, one row and one episode at a time (plain Python)."""
+def credited_episodes(r, m, d):
+    """One row split into episodes: [(policy positions, {position: credited reward})] (plain Python).
+
+    A reward is credited to the nearest policy position at or before it in its episode.
+    """
+    episodes, current = [], []
+    for t in range(len(r)):
+        current.append(t)
+        if d[t]:
+            episodes.append(current)
+            current = []
+    episodes.append(current)
     out = []
-    for r, m, d in zip(rewards.tolist(), mask.tolist(), dones.tolist()):
-        row = [0.0] * len(r)
-        episodes, current = [], []
-        for t in range(len(r)):
-            current.append(t)
-            if d[t]:
-                episodes.append(current)
-                current = []
-        episodes.append(current)
-        for episode in episodes:
-            policy = [t for t in episode if m[t]]
-            credited = {t: 0.0 for t in policy}
-            for t in episode:
-                before = [p for p in policy if p <= t]
-                if before:  # a reward is credited to the nearest policy position at or before it
-                    credited[before[-1]] += r[t]
+    for episode in episodes:
+        policy = [t for t in episode if m[t]]
+        credited = {t: 0.0 for t in policy}
+        for t in episode:
+            before = [p for p in policy if p <= t]
+            if before:
+                credited[before[-1]] += r[t]
+        out.append((policy, credited))
+    return out
+
+
+def reference_returns(rewards, mask, dones, gamma):
+    """Reward-to-go by its definition, one row and one episode at a time."""
+    out = torch.zeros_like(rewards)
+    for b, (r, m, d) in enumerate(zip(rewards.tolist(), mask.tolist(), dones.tolist())):
+        for policy, credited in credited_episodes(r, m, d):
             for i, t in enumerate(policy):
-                row[t] = sum(gamma ** (j - i) * credited[u] for j, u in enumerate(policy) if j >= i)
-        out.append(row)
-    return torch.tensor(out, dtype=torch.float64)
+                out[b, t] = sum(gamma ** (j - i) * credited[u] for j, u in enumerate(policy) if j >= i)
+    return out
 
 
 def test_seed_004_discounted_returns():
