@@ -14,24 +14,35 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+import torch
 
 from pglab.progress import Counter
 
 BACKENDS = ("serial", "process", "ray")
 
 
-def _collect(train: Callable[..., Iterator[Any]], seed: int, kwargs: dict[str, Any]) -> list[Any]:
-    import torch
+@contextmanager
+def single_torch_thread() -> Iterator[None]:
+    """Run the block on one torch intra-op thread (restored after).
 
+    Small tensor ops gain nothing from threads and lose a lot when cores are shared: a [200, 4]
+    torch.multinomial was measured 160x slower with 2 OpenMP threads on a busy 2-core machine.
+    """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return list(train(seed, **kwargs))
+        yield
     finally:
         torch.set_num_threads(threads)
+
+
+def _collect(train: Callable[..., Iterator[Any]], seed: int, kwargs: dict[str, Any]) -> list[Any]:
+    with single_torch_thread():
+        return list(train(seed, **kwargs))
 
 
 def _stack(curves: list[list[Any]]) -> np.ndarray | dict[str, np.ndarray]:

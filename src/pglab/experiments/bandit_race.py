@@ -19,6 +19,7 @@ import torch
 from pglab.envs.bandit import GaussianBandit
 from pglab.experiments.bandit_training import train
 from pglab.experiments.registry import config_dict, experiment
+from pglab.plots import new_figure
 from pglab.result import Result
 
 METHODS = {"no baseline": "none", "running-average baseline": "running"}
@@ -70,13 +71,8 @@ def race_figure(paths: dict[str, torch.Tensor], arms: dict[str, torch.Tensor], b
 
     paths: method -> pi [steps + 1, runs, 3]; arms: method -> committed arm [runs] (-1, grey: uncommitted).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     colors = ("C3", "C1", "C0", "grey")  # arm 1, 2, 3, uncommitted (index -1)
-    fig, axes = plt.subplots(1, len(paths), figsize=(5.2 * len(paths), 4.8))
+    fig, axes = new_figure(1, len(paths), figsize=(5.2 * len(paths), 4.8))
     outline = torch.cat([CORNERS, CORNERS[:1]])
     for ax, (method, pi) in zip(axes, paths.items()):
         ax.plot(outline[:, 0], outline[:, 1], color="black", lw=0.8)

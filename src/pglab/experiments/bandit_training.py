@@ -12,8 +12,6 @@ The running baseline is the average of every reward this seed has seen *before* 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -22,7 +20,9 @@ import torch
 from pglab.envs.bandit import GaussianBandit
 from pglab.estimators import EMABaseline, softmax_score
 from pglab.experiments.registry import config_dict, experiment
+from pglab.plots import new_figure
 from pglab.result import Result
+from pglab.runner import single_torch_thread
 
 BASELINES = ("none", "running", "value")
 """No baseline; the running average of past rewards; the exact value J(theta) of the current policy."""
@@ -80,18 +80,6 @@ def baseline_values(bandit: GaussianBandit, baseline: str, theta: torch.Tensor, 
     return reward_sum / max(seen, 1)
 
 
-@contextmanager
-def one_torch_thread() -> Iterator[None]:
-    """Run tiny per-step ops on one intra-op thread: on a shared 2-core machine, torch.multinomial on
-    [200, 4] with 2 OpenMP threads was measured 160x slower than with 1."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def train(bandit: GaussianBandit, baseline: str, runs: int, steps: int, lr: float,
           generator: torch.Generator) -> Trajectory:
     """REINFORCE from theta = 0, one pull per step, all runs in one tensor op per step; -> thetas [steps+1, runs, K]."""
@@ -101,7 +89,7 @@ def train(bandit: GaussianBandit, baseline: str, runs: int, steps: int, lr: floa
     theta = torch.zeros(runs, bandit.n_arms, dtype=torch.float64)
     reward_sum = torch.zeros(runs, dtype=torch.float64)
     thetas, actions, rewards = [theta], [], []
-    with one_torch_thread():
+    with single_torch_thread():
         for t in range(steps):
             action = bandit.sample_actions(theta, generator)[:, 0]
             reward = bandit.sample_rewards(action, generator)
@@ -171,12 +159,7 @@ def summary_rows(baseline: str, values: torch.Tensor, best_prob: torch.Tensor, c
 
 def training_figure(values: dict[str, torch.Tensor]):
     """Mean J per step with the 10th-90th percentile band over seeds, one curve per baseline."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = new_figure(figsize=(7, 4.2))
     for color, style, (baseline, v) in zip(("C1", "C0", "C2"), ("-", "-", "--"), values.items()):
         steps = torch.arange(v.shape[0])
         low, high = torch.quantile(v, torch.tensor([0.1, 0.9], dtype=v.dtype), dim=1)

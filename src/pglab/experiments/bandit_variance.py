@@ -15,6 +15,7 @@ import torch
 from pglab.envs.bandit import GaussianBandit
 from pglab.estimators import optimal_constant_baseline, softmax_score, total_variance
 from pglab.experiments.registry import config_dict, experiment
+from pglab.plots import new_figure
 from pglab.result import Result
 
 SEED_SWEEP = {0.0: 33.028, 3.0: 10.542, 5.0: 3.050, 6.0: 1.555, 6.5: 1.369, 7.0: 1.559, 8.0: 3.063,
@@ -110,15 +111,10 @@ def worked_example_rows(result: Result) -> list[dict]:
 
 
 def variance_figure(bandit: GaussianBandit, sweep: list[dict], value: float, b_star: float):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     theta = torch.zeros(bandit.n_arms, dtype=torch.float64)
     grid = torch.linspace(0.0, 12.0, 241, dtype=torch.float64)
     exact = bandit.exact_total_variance(theta.expand(len(grid), -1), grid)
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = new_figure(figsize=(6.5, 4))
     ax.plot(grid, exact, label="exact", color="C0")
     ax.errorbar([r["b"] for r in sweep], [r["monte_carlo"] for r in sweep], yerr=[3 * r["se"] for r in sweep],
                 fmt="o", color="C1", label="Monte Carlo (3 se)")
