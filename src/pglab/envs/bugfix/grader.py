@@ -1,0 +1,76 @@
+"""Grade a task's candidate source: visible and hidden tests in one sandboxed run, cached by source hash."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+from pglab.envs.bugfix.sandbox import Job, Limits, ProgramResult, Sandbox
+from pglab.envs.bugfix.tasks import Task
+
+
+@dataclass(frozen=True)
+class Grade:
+    """A program's result on one task: visible results as the ``test`` call shows them, and the hidden verdict."""
+
+    result: ProgramResult
+    report: str
+    hidden_pass: bool
+
+
+def _job(task: Task, source: str) -> Job:
+    return Job(source, task.name, tuple((c.args, c.expected) for c in task.visible + task.hidden))
+
+
+def _report(task: Task, result: ProgramResult) -> str:
+    """The observation of a ``test`` call: one line per visible test."""
+    lines = []
+    for case, test in zip(task.visible, result.tests):
+        line = f"{test.status.upper()} {case.call(task.name)} == {case.expected!r}"
+        lines.append(f"{line}: {test.detail}" if test.detail else line)
+    passed = sum(t.status == "pass" for t in result.tests[: len(task.visible)])
+    return "\n".join([f"visible tests: {passed} of {len(task.visible)} pass", *lines])
+
+
+def _grade(task: Task, result: ProgramResult) -> Grade:
+    hidden = result.tests[len(task.visible):]
+    return Grade(result, _report(task, result), len(hidden) == len(task.hidden) and all(t.status == "pass" for t in hidden))
+
+
+def source_key(task: Task, source: str) -> tuple[str, str]:
+    """The cache key of a program: (task name, SHA-256 of the source)."""
+    return task.name, hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class Grader:
+    """Grades programs in a Sandbox; with ``cache`` each distinct (task, source) runs once."""
+
+    def __init__(self, sandbox: Sandbox | None = None, limits: Limits | None = None, cache: bool = True):
+        self.sandbox = sandbox or Sandbox()
+        self.limits = limits or self.sandbox.limits
+        self.cache: dict[tuple[str, str], Grade] | None = {} if cache else None
+        self.runs = 0
+
+    def grade(self, task: Task, source: str) -> Grade:
+        """The Grade of ``source`` on ``task`` (from the cache when it has run before)."""
+        return self.grade_many([(task, source)])[0]
+
+    def grade_many(self, programs: Sequence[tuple[Task, str]]) -> list[Grade]:
+        """Grades of many programs; the ones not cached run in parallel on the sandbox's workers."""
+        keys = [source_key(task, source) for task, source in programs]
+        known = self.cache if self.cache is not None else {}
+        todo = {key: program for key, program in zip(keys, programs) if key not in known}
+        if todo:
+            results = self.sandbox.run_many([_job(*program) for program in todo.values()], self.limits)
+            self.runs += len(results)
+            todo = {key: _grade(program[0], result) for (key, program), result in zip(todo.items(), results)}
+            known.update(todo) if self.cache is not None else None
+        return [todo[key] if key in todo else known[key] for key in keys]
+
+
+@cache
+def default_grader() -> Grader:
+    """The process-wide Grader (and Sandbox) that environments share unless given their own."""
+    return Grader(Sandbox())
