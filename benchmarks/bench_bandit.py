@@ -1,4 +1,4 @@
-"""bench bandit: bandit-training at full size against a plain per-seed Python loop measured in the same run.
+"""bench bandit: bandit-variance and bandit-training at full size; bandit-training against a plain per-seed Python loop measured in the same run.
 
 Loaded by path by ``pglab bench bandit``. The loop replays the vectorised run's own draws for a subset
 of seeds, so it does no sampling: the speed-up it reports is a lower bound.
@@ -29,6 +29,10 @@ def run(quick: bool = False) -> Result:
     start = time.perf_counter()
     exp.fn(config)
     experiment_s = time.perf_counter() - start
+    variance_exp = get_experiment("bandit-variance")
+    start = time.perf_counter()
+    variance_exp.fn(variance_exp.config(quick=quick))
+    variance_s = time.perf_counter() - start
 
     bandit = GaussianBandit(config.means, config.sd)
     vector_s = loop_s = 0.0
@@ -45,6 +49,7 @@ def run(quick: bool = False) -> Result:
     vector_per_seed, loop_per_seed = vector_s / config.seeds, loop_s / loop_seeds
     result.tables["timing"] = [
         {"what": f"bandit-training experiment, {config.seeds} seeds x {config.steps} steps", "seconds": experiment_s},
+        {"what": "bandit-variance experiment" + (" (quick)" if quick else ""), "seconds": variance_s},
         {"what": f"training only, vectorised, {config.seeds} seeds, 3 baselines", "seconds": vector_s},
         {"what": f"plain per-seed loop, {loop_seeds} seeds, 3 baselines", "seconds": loop_s},
         {"what": f"plain per-seed loop, extrapolated to {config.seeds} seeds", "seconds": loop_per_seed * config.seeds},
@@ -52,6 +57,7 @@ def run(quick: bool = False) -> Result:
     result.metrics.update({"experiment_s": experiment_s, "vectorised_s_per_seed": vector_per_seed,
                            "loop_s_per_seed": loop_per_seed, "speedup": loop_per_seed / vector_per_seed})
     result.check_range("bandit-training wall time (s)", experiment_s, high=10.0, tolerance="issue 3: under 10 s")
+    result.check_range("bandit-variance wall time (s)", variance_s, high=30.0, tolerance="issue 2: under 30 s")
     result.check_range("speed-up of the vectorised trainer over the per-seed loop", loop_per_seed / vector_per_seed,
                        low=1.0, tolerance="ratio measured in the same run")
     return result
