@@ -36,7 +36,8 @@ def _report(task: Task, result: ProgramResult) -> str:
 
 def _grade(task: Task, result: ProgramResult) -> Grade:
     hidden = result.tests[len(task.visible):]
-    return Grade(result, _report(task, result), len(hidden) == len(task.hidden) and all(t.status == "pass" for t in hidden))
+    passed = len(hidden) == len(task.hidden) and all(t.status == "pass" for t in hidden)
+    return Grade(result, _report(task, result), passed)
 
 
 def source_key(task: Task, source: str) -> tuple[str, str]:

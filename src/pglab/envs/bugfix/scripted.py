@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -74,7 +74,7 @@ def scripted_rollout(policy: ScriptedPolicy, env: BugFixEnv, task: Task | str) -
 
 
 def episode_stats(episodes: Sequence[Any]) -> dict[str, float]:
-    """Mean reward, pass rate, fraction of valid calls, submit rate and turns of episodes (anything with .reward, .info)."""
+    """Mean reward, pass rate, valid-call fraction, submit rate and turns of episodes (objects with .reward, .info)."""
     n = len(episodes)
     if n == 0:
         raise ValueError("episode_stats needs at least one episode")
@@ -101,7 +101,7 @@ def _random_pass_rate(source: str, passes: dict[str, bool], budget: int) -> floa
     """P(pass) of uniform play over the nine calls: a model of the env's edit history and revert."""
     n_calls = len(CALLS)
 
-    @lru_cache(maxsize=None)
+    @cache
     def value(history: tuple[str, ...], turns: int) -> float:
         if turns == 0:
             return 0.0

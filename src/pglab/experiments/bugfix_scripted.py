@@ -1,0 +1,139 @@
+"""bugfix-scripted: seed 000's scripted baselines on BugFixEnv (random 0.10, blind 0.21, oracle 1.00 on train).
+
+Each scripted policy plays ``episodes_per_task`` episodes of every task of both splits. The measured
+pass rates are compared with the acceptance bands of issue 4 and with the exact expected pass rates
+that :func:`pglab.envs.bugfix.exact_pass_rate` computes by dynamic programming over the episode.
+A second table measures what each op does to each bug family, on the buggy and on the repaired source.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pglab.envs.bugfix import (
+    FAMILIES,
+    OP_NAMES,
+    BugFixEnv,
+    Grader,
+    apply_op,
+    default_grader,
+    episode_stats,
+    exact_pass_rate,
+    make_tasks,
+    scripted_policy,
+    scripted_rollout,
+)
+from pglab.envs.bugfix.scripted import KINDS
+from pglab.experiments.registry import config_dict, experiment
+from pglab.plots import new_figure
+from pglab.progress import track
+from pglab.result import Result
+
+SPLITS = ("train", "heldout")
+BANDS = {"oracle": (0.98, 1.0), "random": (0.05, 0.15), "blind": (0.15, 0.30)}
+"""Issue 4's acceptance bands for the training-split pass rate."""
+SEED_RATES = {"random": 0.10, "blind": 0.21, "oracle": 1.00}
+"""Training-split pass rates that seed 000 cites (its Section 4.6)."""
+
+
+@dataclass
+class Config:
+    episodes_per_task: int = 64
+    """Episodes of each policy on each task (the acceptance asks for at least 16)."""
+    seed: int = 0
+    """Seed of the policies' generators: policy k of (random, blind, oracle) uses seed + k."""
+    budget: int = 6
+    """Calls per episode."""
+    sigmas: float = 3.0
+    """Measured pass rates agree with the exact expectation within this many standard errors."""
+
+    QUICK: ClassVar[dict] = {"episodes_per_task": 16}
+
+
+def op_effects(tasks: list, grader: Grader) -> list[dict]:
+    """For each family and op: on how many tasks the op repairs, leaves or changes the buggy source,
+    and leaves, keeps passing or breaks the repaired source."""
+    programs = [(t, apply_op(op, s)) for t in tasks for op in OP_NAMES for s in (t.source, t.fixed)]
+    passes = {(t.name, src): g.hidden_pass for (t, src), g in zip(programs, grader.grade_many(programs))}
+    rows = []
+    for family in FAMILIES:
+        members = [t for t in tasks if t.family == family]
+        for op in OP_NAMES:
+            on_bug = [(apply_op(op, t.source), t.source, t) for t in members]
+            on_fix = [(apply_op(op, t.fixed), t.fixed, t) for t in members]
+            rows.append({
+                "family": family, "op": op, "tasks": len(members),
+                "bug: repaired": sum(passes[t.name, new] for new, _, t in on_bug),
+                "bug: no change": sum(new == old for new, old, _ in on_bug),
+                "bug: changed, still failing": sum(new != old and not passes[t.name, new] for new, old, t in on_bug),
+                "fixed: no change": sum(new == old for new, old, _ in on_fix),
+                "fixed: changed, still passing": sum(new != old and passes[t.name, new] for new, old, t in on_fix),
+                "fixed: broken": sum(not passes[t.name, new] for new, _, t in on_fix),
+            })
+    return rows
+
+
+def pass_rate_figure(rows: list[dict]):
+    """Measured pass rate per policy and split (bars) with the exact expectation (black ticks)."""
+    fig, ax = new_figure(figsize=(6.4, 3.6))
+    width = 0.38
+    for s, split in enumerate(SPLITS):
+        mine = [r for r in rows if r["split"] == split]
+        xs = [k + (s - 0.5) * width for k in range(len(mine))]
+        ax.bar(xs, [r["pass_rate"] for r in mine], width, label=split, color=f"C{s}")
+        ax.scatter(xs, [r["exact_pass_rate"] for r in mine], marker="_", s=300, color="black",
+                   label="exact" if s == 0 else None, zorder=3)
+    for k, kind in enumerate(KINDS):
+        low, high = BANDS[kind]
+        ax.fill_between([k - 0.45, k + 0.05], low, high, color="grey", alpha=0.2,
+                        label="train band" if k == 0 else None)
+    ax.set_xticks(range(len(KINDS)), KINDS)
+    ax.set_ylabel("pass rate")
+    ax.set_ylim(0, 1.05)
+    ax.legend(loc="upper left", fontsize=8)
+    return fig
+
+
+@experiment("bugfix-scripted", "scripted random, blind and oracle play on BugFixEnv, measured and exact", Config)
+def run(config: Config) -> Result:
+    grader = default_grader()
+    result = Result("bugfix-scripted", config_dict(config), summary=(
+        "Scripted policies on BugFixEnv: random (uniform over the nine valid calls), blind (one op guessed "
+        "uniformly, then submit) and oracle (read, the right op, test, submit; told the family). Pass rate = "
+        "submitted and every hidden test passes. `exact_pass_rate` is the expectation computed by dynamic "
+        "programming over the episode with the same ops and grader."))
+    rows = []
+    for k, kind in enumerate(KINDS):
+        policy = scripted_policy(kind, config.seed + k)
+        for split in SPLITS:
+            tasks = make_tasks(split)
+            env = BugFixEnv(tasks, budget=config.budget, grader=grader)
+            plays = [t for t in tasks for _ in range(config.episodes_per_task)]
+            episodes = [scripted_rollout(policy, env, t) for t in track(plays, f"{kind} on {split}")]
+            exact = [exact_pass_rate(kind, t, grader, config.budget) for t in tasks]
+            stats = episode_stats(episodes)
+            mean_exact = sum(exact) / len(exact)
+            se = math.sqrt(sum(p * (1 - p) for p in exact) / config.episodes_per_task) / len(tasks)
+            rows.append({"policy": kind, "split": split, "episodes": len(episodes), **stats,
+                         "exact_pass_rate": mean_exact, "seed_000": SEED_RATES[kind] if split == "train" else None})
+            result.check_close(f"{kind} pass rate on {split} equals its exact expectation", stats["pass_rate"],
+                               mean_exact, config.sigmas * se,
+                               tolerance=f"{config.sigmas:g} standard errors, se = {se:.4f}")
+    result.tables["policies"] = rows
+    for kind, (low, high) in BANDS.items():
+        train = next(r for r in rows if r["policy"] == kind and r["split"] == "train")
+        result.check_range(f"{kind} pass rate on the training split", train["pass_rate"], low, high,
+                           tolerance=f"issue 4 band; seed 000 cites {SEED_RATES[kind]:.2f}")
+    result.check("every scripted call is valid", min(r["valid_calls"] for r in rows),
+                 all(r["valid_calls"] == 1.0 for r in rows), "1")
+    effects = op_effects(make_tasks("all"), grader)
+    result.tables["ops_by_family"] = effects
+    right = [r for r in effects if FAMILIES.index(r["family"]) == OP_NAMES.index(r["op"])]
+    result.check("the right op repairs every task of its family",
+                 sum(r["bug: repaired"] for r in right) / sum(r["tasks"] for r in right),
+                 all(r["bug: repaired"] == r["tasks"] for r in right), "1")
+    result.figures["pass_rates"] = pass_rate_figure(rows)
+    result.metrics.update({f"{r['policy']}_{r['split']}_pass_rate": r["pass_rate"] for r in rows})
+    return result
