@@ -214,8 +214,8 @@ def check_tradeoff(rows: list[dict], config: Config, result: Result) -> None:
             seed_best = SEED_BEST_LAMBDA[noise]
             result.check(f"critic noise {noise:g}: best lambda (enumeration; seed {seed_best:g})", best,
                          best == 0.0 if seed_best == 0.0 else 0.0 < best < 1.0,
-                         "0" if seed_best == 0.0 else "in (0, 1)",
-                         "exact enumeration; where inside (0, 1) depends on the noise draw")
+                         "0" if seed_best == 0.0 else "in (0, 1)", "exact enumeration" if seed_best == 0.0
+                         else "exact enumeration; where inside (0, 1) depends on the noise draw")
     at_one = [by[(n, 1.0)]["variance exact"] for n in config.noises if (n, 1.0) in by]
     if len(at_one) > 1:
         spread = max(at_one) - min(at_one)
