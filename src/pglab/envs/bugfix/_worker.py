@@ -82,6 +82,11 @@ def _test_process(code, func, case, report_fd):
         status, detail = _evaluate(code, func, *case)
         os.write(report_fd, json.dumps([status, detail.encode("ascii", "backslashreplace").decode()]).encode())
     finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:  # noqa: B036 - the candidate may have replaced or closed the stream
+                pass
         os._exit(0)
 
 

@@ -83,15 +83,13 @@ class _Source:
         return (*self.span(node), text)
 
 
-def _blocks(tree: ast.AST) -> Iterator[tuple[ast.AST, list[ast.stmt]]]:
-    """Every statement list in the tree, with the node that owns it."""
+def _blocks(tree: ast.AST) -> Iterator[list[ast.stmt]]:
+    """Every statement list (body, else branch, finally branch) in the tree."""
     for node in ast.walk(tree):
         for name in ("body", "orelse", "finalbody"):
             block = getattr(node, name, None)
             if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                yield node, block
-        for handler in getattr(node, "handlers", []):
-            yield handler, handler.body
+                yield block
 
 
 def _number(node: ast.AST) -> float | None:
@@ -118,7 +116,7 @@ def fix_init(source: str) -> str:
     """Reset each numeric accumulator to the identity of the loop update that follows it (+= 0, *= 1)."""
     src = _Source(source)
     edits = []
-    for _, block in _blocks(src.tree):
+    for block in _blocks(src.tree):
         for i, stmt in enumerate(block):
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                     and isinstance(stmt.targets[0], ast.Name) and _number(stmt.value) is not None):
@@ -167,11 +165,27 @@ def _is_zero_guard(stmt: ast.stmt, divisor: ast.AST) -> bool:
             and ast.dump(test.left) == ast.dump(divisor))
 
 
-def _divisors(stmt: ast.stmt) -> list[ast.AST]:
-    """Divisors of the divisions in a simple statement (compound statements: their header only)."""
-    header = [stmt] if not hasattr(stmt, "body") else [getattr(stmt, k) for k in ("test", "iter") if hasattr(stmt, k)]
-    found = []
-    for part in header:
+def _is_elif(src: _Source, block: list[ast.stmt]) -> bool:
+    """True for the ``orelse`` block of an if statement that is written as ``elif``."""
+    first = block[0]
+    return len(block) == 1 and isinstance(first, ast.If) and src.lines[first.lineno - 1].lstrip().startswith("elif")
+
+
+def _header(src: _Source, stmt: ast.stmt) -> list[ast.AST]:
+    """What runs before a statement's body: all of a simple statement, a compound one's test or
+    iterable, and the tests of an if statement's elif chain."""
+    if not hasattr(stmt, "body"):
+        return [stmt]
+    parts = [getattr(stmt, k) for k in ("test", "iter") if hasattr(stmt, k)]
+    if isinstance(stmt, ast.If) and stmt.orelse and _is_elif(src, stmt.orelse):
+        parts += _header(src, stmt.orelse[0])
+    return parts
+
+
+def _divisors(src: _Source, stmt: ast.stmt) -> list[ast.AST]:
+    """Distinct divisors (not nonzero literals) of the divisions in a statement's header."""
+    found: list[ast.AST] = []
+    for part in _header(src, stmt):
         for node in ast.walk(part):
             if isinstance(node, ast.BinOp) and isinstance(node.op, DIVISIONS) and not _number(node.right):
                 if all(ast.dump(node.right) != ast.dump(d) for d in found):
@@ -186,12 +200,14 @@ def add_zero_guard(source: str) -> str:
     functions = [n for n in ast.walk(src.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     in_function = {id(n) for f in functions for n in ast.walk(f) if n is not f}
     edits = []
-    for _, block in _blocks(src.tree):
+    for block in _blocks(src.tree):
+        if _is_elif(src, block):
+            continue
         guarded: list[str] = []
         for i, stmt in enumerate(block):
             if id(stmt) not in in_function:
                 continue
-            missing = [d for d in _divisors(stmt) if not any(_is_zero_guard(s, d) for s in block[:i])]
+            missing = [d for d in _divisors(src, stmt) if not any(_is_zero_guard(s, d) for s in block[:i])]
             missing = [d for d in missing if ast.dump(d) not in guarded]
             guarded += [ast.dump(d) for d in missing]
             if missing:
