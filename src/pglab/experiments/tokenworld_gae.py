@@ -15,7 +15,9 @@ import torch
 from pglab.envs.tokenworld import A, B, TokenWorld, at_states
 from pglab.estimators import gae
 from pglab.experiments.registry import config_dict, experiment
+from pglab.plots import new_figure
 from pglab.result import Result
+from pglab.runner import single_torch_thread
 
 SEED_START = {"V(start)": 0.5443, "Q(s0, A)": 0.6826, "Q(s0, B)": 0.3370,
               "A(s0, A)": 0.1382, "A(s0, B)": -0.2074}
@@ -228,12 +230,7 @@ def check_tradeoff(rows: list[dict], config: Config, result: Result) -> None:
 
 
 def tradeoff_figure(rows: list[dict], noises: tuple[float, ...]):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(noises), figsize=(4.2 * len(noises), 3.8), sharey=True, squeeze=False)
+    fig, axes = new_figure(1, len(noises), figsize=(4.2 * len(noises), 3.8), sharey=True, squeeze=False)
     for ax, noise in zip(axes[0], noises, strict=True):
         own = sorted((r for r in rows if r["noise"] == noise), key=lambda r: r["lambda"])
         lams = [r["lambda"] for r in own]
@@ -262,7 +259,8 @@ def run(config: Config) -> Result:
     result.tables["start"] = start_table(result)
     result.tables["exact_values"] = values_table()
     result.tables["episode"] = episode_table(critics[max(config.noises)], result)
-    rows = tradeoff(critics, config, gen)
+    with single_torch_thread():
+        rows = tradeoff(critics, config, gen)
     result.tables["tradeoff"] = rows
     check_tradeoff(rows, config, result)
     result.figures["tradeoff"] = tradeoff_figure(rows, config.noises)

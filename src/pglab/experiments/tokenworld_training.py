@@ -20,8 +20,10 @@ import torch
 from pglab.envs.tokenworld import TokenWorld, at_states
 from pglab.estimators import discounted_returns, gae, leave_one_out, reinforce_loss
 from pglab.experiments.registry import config_dict, experiment
+from pglab.plots import new_figure
 from pglab.progress import track
 from pglab.result import Result
+from pglab.runner import single_torch_thread
 
 MILESTONES = (10, 25, 50, 150)
 """Updates after which the seed reports the mean success probability."""
@@ -186,12 +188,7 @@ def check_claims(curves: dict, config: Config, result: Result) -> None:
 
 
 def curves_figure(curves: dict, shift: float):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    fig, axes = new_figure(1, 3, figsize=(14, 4))
     for i, name in enumerate(curves[0.0]):
         for ax, offset in zip(axes[:2], (0.0, shift), strict=True):
             ax.plot(curves[offset][name].mean(1), color=f"C{i}", label=name)
@@ -220,9 +217,10 @@ def run(config: Config) -> Result:
         "generator seed."))
     methods = method_names(config.lambdas)
     curves: dict[float, dict[str, torch.Tensor]] = {}
-    for offset in (0.0, config.shift):
-        world = TokenWorld(shift=offset)
-        curves[offset] = {name: train(world, name, lam, config) for name, lam in methods.items()}
+    with single_torch_thread():
+        for offset in (0.0, config.shift):
+            world = TokenWorld(shift=offset)
+            curves[offset] = {name: train(world, name, lam, config) for name, lam in methods.items()}
     for offset, table, seeds in ((0.0, "training", SEED_PLAIN), (config.shift, "training_shifted", SEED_SHIFTED)):
         result.tables[table] = [summary_row(name, curve.numpy(), config, seeds.get(name))
                                 for name, curve in curves[offset].items()]
