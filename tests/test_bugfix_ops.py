@@ -42,19 +42,22 @@ def test_op_on_family(family, op):
 
 
 def test_fix_init_sets_the_identity_of_the_loop_update():
-    source = "def f(xs):\n    s = 5\n    p = 0.0\n    c = -1\n    for x in xs:\n        s += x\n        p *= x\n        c -= 1\n"
-    assert fix_init(source) == source.replace("s = 5", "s = 0").replace("p = 0.0", "p = 1.0").replace("c = -1", "c = 0")
+    source = ("def f(xs):\n    s = 5\n    p = 0.0\n    c = -1\n    for x in xs:\n"
+              "        s += x\n        p *= x\n        c -= 1\n")
+    repaired = source.replace("s = 5", "s = 0").replace("p = 0.0", "p = 1.0").replace("c = -1", "c = 0")
+    assert fix_init(source) == repaired
     untouched = "def f(xs):\n    best = 3\n    for x in xs:\n        best = max(best, x)\n    n = 2\n    return n\n"
     assert fix_init(untouched) == untouched
 
 
 def test_fix_range_end_adds_one_to_every_range_stop():
-    source = "def f(n, a, b):\n    for i in range(n - 1):\n        pass\n    for j in range(2, n + 1, 2):\n        pass\n" \
-             "    return [k for k in range(a | b)]\n"
+    source = ("def f(n, a, b):\n    for i in range(n - 1):\n        pass\n"
+              "    for j in range(2, n + 1, 2):\n        pass\n    return [k for k in range(a | b)]\n")
     assert fix_range_end(source) == ("def f(n, a, b):\n    for i in range(n):\n        pass\n"
                                      "    for j in range(2, n + 2, 2):\n        pass\n"
                                      "    return [k for k in range((a | b) + 1)]\n")
-    assert fix_range_end("def f(xs):\n    for x in xs:\n        pass\n") == "def f(xs):\n    for x in xs:\n        pass\n"
+    no_range = "def f(xs):\n    for x in xs:\n        pass\n"
+    assert fix_range_end(no_range) == no_range
 
 
 def test_add_zero_guard_guards_each_divisor_once_inside_functions():

@@ -76,8 +76,8 @@ FAULTS = {
     "syntax error": ("def f(:\n    return 1\n", "error"),
     "sleeping grandchild": ("import os, time\ndef f():\n    if os.fork() == 0:\n        time.sleep(60)\n"
                             "    return 2\n", "fail"),
-    "escaping grandchild": ("import subprocess\ndef f():\n    subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
-                            "    return 2\n", "fail"),
+    "escaping grandchild": ("import subprocess\ndef f():\n"
+                            "    subprocess.Popen(['sleep', '60'], start_new_session=True)\n    return 2\n", "fail"),
 }
 
 
@@ -108,7 +108,8 @@ def test_mutating_inputs_and_builtins_does_not_reach_later_tests(sandbox, unharm
               "    seen.append(1)\n    builtins.len = lambda x: 0\n    return n\n")
     result = sandbox.run(Job(source, "f", ((([1, 2],), 2),) * 3))
     assert [t.status for t in result.tests] == ["pass", "pass", "pass"]
-    cheat = "import builtins\ndef f():\n    builtins.all = lambda it: True\n    builtins.len = lambda x: 1\n    return [5]\n"
+    cheat = ("import builtins\ndef f():\n    builtins.all = lambda it: True\n"
+             "    builtins.len = lambda x: 1\n    return [5]\n")
     assert sandbox.run(Job(cheat, "f", (((), [7]),))).outcome == "fail"
     reward, info = submit(sandbox, "import builtins\ndef f():\n    builtins.abs = None\n    return abs(-2)\n")
     assert reward == 0.0 and info["outcome"] == "error"

@@ -1,0 +1,145 @@
+"""BugFixEnv: call parsing, malformed calls, observations, revert, budget, reward, info and gymnasium."""
+
+import gymnasium
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pglab.envs.bugfix import BUDGET, CALLS, ENV_ID, OP_NAMES, BugFixEnv, Grader, Sandbox, get_task, parse_call
+
+MALFORMED = {
+    "empty": "",
+    "unknown tool": "<call> run </call>",
+    "unknown op": "<call> edit fix_everything </call>",
+    "missing op": "<call> edit </call>",
+    "unclosed tag": "<call> read",
+    "argument to read": "<call> read now </call>",
+    "three words": "<call> edit fix_init now </call>",
+    "10,000 characters": "<call> " + "a" * 10_000 + " </call>",
+    "invalid UTF-8": b"<call> read \xff</call>",
+    "not text": 42,
+}
+
+
+@pytest.fixture(scope="module")
+def grader():
+    grader = Grader(Sandbox(workers=1))
+    yield grader
+    grader.sandbox.close()
+
+
+@pytest.fixture()
+def env(grader):
+    return BugFixEnv("all", grader=grader)
+
+
+def test_parse_call_accepts_exactly_the_nine_calls():
+    parsed = [parse_call(c) for c in CALLS]
+    assert len(set(parsed)) == 9
+    assert parsed[0] == ("read", None) and ("edit", "fix_init") in parsed and parsed[-1] == ("submit", None)
+    assert parse_call("<call>test</call>") == ("test", None)
+    assert parse_call(b"  <call>  edit   swap_minmax\n</call> ") == ("edit", "swap_minmax")
+    assert all(parse_call(text) is None for text in MALFORMED.values())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=300), st.binary(max_size=300),
+                 st.builds(lambda a, b: f"<call> {a} {b} </call>", st.text(max_size=20), st.text(max_size=20))))
+def test_parse_call_never_raises(text):
+    call = parse_call(text)
+    assert call is None or call in {parse_call(c) for c in CALLS}
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+def test_malformed_call_costs_a_turn_and_gets_an_error(env, name):
+    env.reset(options={"task": "clamp"})
+    observation, reward, terminated, truncated, info = env.step(MALFORMED[name])
+    assert observation.startswith("error:") and len(observation) < 300
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    assert info["n_turns"] == 1 and info["n_invalid"] == 1 and env.observation_space.contains(observation)
+
+
+def test_error_messages_name_the_fix(env):
+    env.reset(options={"task": "clamp"})
+    assert "tools: read, test, edit, revert, submit" in env.step("<call> run </call>")[0]
+    assert "ops: " + ", ".join(OP_NAMES) in env.step("<call> edit fix_everything </call>")[0]
+    assert "(missing)" in env.step("<call> edit </call>")[0]
+    assert "'" not in env.step("<call> edit f(x); </call>")[0].split(";")[0]
+
+
+def test_observations_of_each_call(env):
+    task = get_task("mean")
+    prompt, info = env.reset(options={"task": task})
+    assert prompt == task.issue and info["n_turns"] == 0 and info["stop"] is None
+    assert env.step("<call> read </call>")[0] == task.source
+    report = env.step("<call> test </call>")[0]
+    assert report.splitlines()[0] == "visible tests: 1 of 2 pass"
+    assert "ERROR mean([]) == 0: ZeroDivisionError" in report
+    assert env.step("<call> edit swap_minmax </call>")[0] == "no change"
+    assert env.step("<call> edit add_zero_guard </call>")[0] == "ok"
+    assert env.source == task.fixed
+    observation, reward, terminated, truncated, info = env.step("<call> submit </call>")
+    assert observation == "submitted" and reward == 1.0 and terminated and not truncated
+    assert info == {"task": "mean", "n_turns": 5, "n_invalid": 0, "submitted": True, "hidden_pass": True,
+                    "stop": "submit", "outcome": "pass", "ops": ["swap_minmax", "add_zero_guard"],
+                    "actions": ["<call> read </call>", "<call> test </call>", "<call> edit swap_minmax </call>",
+                                "<call> edit add_zero_guard </call>", "<call> submit </call>"]}
+
+
+def test_revert_undoes_the_last_edit(env):
+    task = get_task("clamp")
+    env.reset(options={"task": task})
+    assert env.step("<call> revert </call>")[0] == "no change"
+    env.step("<call> edit swap_minmax </call>")
+    env.step("<call> edit fix_comparison </call>")
+    assert env.step("<call> revert </call>")[0] == "ok" and env.source == task.fixed
+    assert env.step("<call> revert </call>")[0] == "ok" and env.source == task.source
+    assert env.step("<call> submit </call>")[1] == 0.0
+
+
+def test_budget_ends_the_episode_without_reward(env):
+    task = get_task("product")
+    env.reset(options={"task": task})
+    calls = ["<call> edit fix_init </call>"] + ["<call> read </call>"] * (BUDGET - 1)
+    for k, call in enumerate(calls):
+        observation, reward, terminated, truncated, info = env.step(call)
+        assert truncated == (k == BUDGET - 1) and not terminated
+    assert observation.endswith("budget exhausted") and reward == 0.0
+    assert info["stop"] == "budget" and not info["submitted"] and info["hidden_pass"]
+    with pytest.raises(ValueError, match="reset"):
+        env.step("<call> read </call>")
+
+
+def test_wrong_submission_gets_no_reward(env):
+    env.reset(options={"task": "count_at_least"})
+    env.step("<call> edit fix_init </call>")
+    _, reward, terminated, _, info = env.step("<call> submit </call>")
+    assert reward == 0.0 and terminated and info["submitted"] and not info["hidden_pass"]
+    assert info["outcome"] == "fail"
+
+
+def test_reset_draws_tasks_with_the_seed(grader):
+    env = BugFixEnv("train", grader=grader)
+    first = [env.reset(seed=s)[1]["task"] for s in range(10)]
+    assert first == [env.reset(seed=s)[1]["task"] for s in range(10)] and len(set(first)) > 3
+    assert {env.reset()[1]["task"] for _ in range(40)} <= {t.name for t in env.tasks}
+
+
+def test_gymnasium_registration_and_spaces(grader):
+    env = gymnasium.make(ENV_ID, grader=grader)
+    observation, info = env.reset(seed=0, options={"task": "spread"})
+    assert env.observation_space.contains(observation)
+    observation, *_ = env.step(env.action_space.sample())
+    assert observation.startswith("error:") and env.observation_space.contains(observation)
+    assert env.action_space.contains(CALLS[0])
+    check_env(BugFixEnv(grader=grader), skip_render_check=True)
+
+
+def test_constructor_errors():
+    with pytest.raises(ValueError, match="budget"):
+        BugFixEnv(budget=0)
+    with pytest.raises(ValueError, match="at least one task"):
+        BugFixEnv([])
+    with pytest.raises(ValueError, match="heldout"):
+        BugFixEnv("validation")
