@@ -1,0 +1,268 @@
+"""frozenlake-race: five REINFORCE weightings trained on the calm FrozenLake, 20 seeds each (seed 003 14.6.4).
+
+The five variants differ only in the weight of each step's score: the episode's return, the
+reward-to-go, the centred reward-to-go, the normalised reward-to-go, and the reward-to-go minus
+a learned value table. Plain SGD at a shared step size keeps the differences in step size
+visible; each update yields the batch success rate, the size of the parameter step and the mean
+policy entropy. This module also holds the training loop that frozenlake-static's probe uses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from pglab.envs.tabular import Episodes, frozen_lake
+from pglab.estimators import normalize, reinforce_loss
+from pglab.experiments.registry import config_dict, experiment
+from pglab.result import Result
+from pglab.runner import run_seeds
+
+VARIANTS = ("return", "reward-to-go", "centred", "normalised", "learned baseline")
+SEED_TABLE = {  # seed 003 14.6.4.1: updates to 90% (median, fastest, slowest) and mean |step| over 40 updates
+    "return": (60.0, 26, 92, 0.20),
+    "reward-to-go": (40.0, 22, 95, 0.38),
+    "centred": (58.0, 43, 108, 0.15),
+    "normalised": (30.0, 8, 72, 0.76),
+    "learned baseline": (40.5, 22, 84, 0.32),
+}
+
+
+@dataclass
+class Config:
+    seeds: int = 20
+    """Training runs per variant (seeds 0 .. seeds-1)."""
+    backend: str = "serial"
+    """run_seeds backend: serial, process or ray."""
+    updates: int = 150
+    """Policy updates per run."""
+    batch_episodes: int = 4
+    """Episodes per update (small, to expose the variance)."""
+    alpha: float = 16.0
+    """Plain SGD step size of the policy table."""
+    alpha_v: float = 0.1
+    """Step size of the value table (every run keeps it; only 'learned baseline' uses it)."""
+    gamma: float = 0.95
+    """Discount."""
+    variants: tuple[str, ...] = VARIANTS
+    """Weightings to race."""
+    smooth: int = 10
+    """Window (updates) of the trailing mean behind updates-to-90% and the success figure."""
+    target: float = 0.9
+    """Success rate that counts as solved."""
+    step_window: int = 40
+    """Updates over which the mean |step| is taken."""
+    bootstrap: int = 2000
+    """Bootstrap resamples over seeds for the standard errors of medians and ratios."""
+    bootstrap_seed: int = 0
+    """Seed of the numpy Generator behind the bootstrap."""
+
+    QUICK: ClassVar[dict] = {"seeds": 8, "updates": 100}
+
+
+def step_weights(batch: Episodes, variant: str, gamma: float, values: torch.Tensor | None = None) -> torch.Tensor:
+    """What multiplies each step's score under a variant; batch of N steps -> weights [N].
+
+    ``values [S]`` is the state baseline of 'learned baseline' and 'exact baseline'.
+    """
+    rewards_to_go = batch.reward_to_go(gamma)
+    if variant == "return":
+        return batch.episode_returns(gamma)[batch.episode]
+    if variant == "reward-to-go":
+        return rewards_to_go
+    if variant == "centred":
+        return rewards_to_go - rewards_to_go.mean()
+    if variant == "normalised":
+        return normalize(rewards_to_go)
+    if variant in ("learned baseline", "exact baseline"):
+        if values is None:
+            raise ValueError(f"variant {variant!r} needs the state values [S] to subtract")
+        return rewards_to_go - values[batch.states]
+    raise ValueError(f"unknown variant {variant!r}; pass one of {', '.join(VARIANTS + ('exact baseline',))}")
+
+
+def surrogate_loss(theta: torch.Tensor, batch: Episodes, weights: torch.Tensor, mode: str,
+                   norm_const: float | None = None) -> torch.Tensor:
+    """pglab's REINFORCE loss of a softmax table on a batch; theta [S, A], weights [N] -> scalar."""
+    return reinforce_loss(batch.padded(batch.log_probs(theta)), batch.padded(weights), batch.mask, mode, norm_const)
+
+
+def ascent_direction(theta: torch.Tensor, batch: Episodes, weights: torch.Tensor, mode: str,
+                     norm_const: float | None = None) -> torch.Tensor:
+    """Minus the gradient of the loss: the estimate of grad J it stands for; -> [S, A]."""
+    theta = theta.detach().requires_grad_(True)
+    return -torch.autograd.grad(surrogate_loss(theta, batch, weights, mode, norm_const), theta)[0]
+
+
+def mean_entropy(theta: torch.Tensor) -> float:
+    """Policy entropy in nats, averaged over every state (terminal ones included, as in the seed)."""
+    logp = torch.log_softmax(theta, -1)
+    return float(-(logp.exp() * logp).sum(-1).mean())
+
+
+@dataclass
+class Update:
+    """One policy update: the batch it used, the table after it and the size of the step."""
+
+    batch: Episodes
+    theta: torch.Tensor
+    step: float
+
+
+def reinforce_updates(seed: int, variant: str, updates: int, batch_episodes: int, gamma: float,
+                      lr: float, alpha_v: float, optimizer: str = "sgd") -> Iterator[Update]:
+    """REINFORCE on the calm lake from the uniform policy (theta = 0): one Update per policy step.
+
+    The loss averages over all steps of the batch (pglab's token_mean). A value table V moves
+    toward the reward-to-go at every visited state, in the order of the steps, in every variant.
+    """
+    mdp = frozen_lake(is_slippery=False, gamma=gamma)
+    generator = torch.Generator().manual_seed(seed)
+    theta = torch.zeros(mdp.n_states, mdp.n_actions, dtype=torch.float64, requires_grad=True)
+    if optimizer == "sgd":
+        opt = torch.optim.SGD([theta], lr=lr)
+    elif optimizer == "adam":
+        opt = torch.optim.Adam([theta], lr=lr)
+    else:
+        raise ValueError(f"unknown optimizer {optimizer!r}; pass sgd or adam")
+    values = [0.0] * mdp.n_states
+    for _ in range(updates):
+        batch = mdp.sample(torch.softmax(theta.detach(), -1), batch_episodes, generator)
+        before = theta.detach().clone()
+        weights = step_weights(batch, variant, gamma, torch.tensor(values, dtype=torch.float64))
+        opt.zero_grad()
+        surrogate_loss(theta, batch, weights, "token_mean").backward()
+        opt.step()
+        order = torch.argsort(batch.episode * (int(batch.time.max()) + 1) + batch.time)  # episode by episode
+        for s, g in zip(batch.states[order].tolist(), batch.reward_to_go(gamma)[order].tolist()):
+            values[s] += alpha_v * (g - values[s])
+        yield Update(batch, theta.detach().clone(), float((theta.detach() - before).norm()))
+
+
+def train(job: int, variants: tuple[str, ...], per_variant: int, updates: int, batch_episodes: int, alpha: float,
+          alpha_v: float, gamma: float) -> Iterator[dict]:
+    """Race run number ``job``: variant job // per_variant, seed job % per_variant (one run_seeds call for all).
+
+    Yields per update dict(success = batch success rate, step = |theta step|, entropy).
+    """
+    variant, seed = variants[job // per_variant], job % per_variant
+    for update in reinforce_updates(seed, variant, updates, batch_episodes, gamma, alpha, alpha_v):
+        yield {"success": float(update.batch.episode_returns(1.0).mean()), "step": update.step,
+               "entropy": mean_entropy(update.theta)}
+
+
+def trailing_mean(curves: np.ndarray, window: int) -> np.ndarray:
+    """Mean over each window of ``window`` consecutive updates; curves [..., U] -> [..., U - window + 1]."""
+    cumulative = np.cumsum(np.pad(curves, [(0, 0)] * (curves.ndim - 1) + [(1, 0)]), axis=-1)
+    return (cumulative[..., window:] - cumulative[..., :-window]) / window
+
+
+def updates_to_target(success: np.ndarray, window: int, target: float) -> np.ndarray:
+    """Updates before the first window whose mean success reaches target (U if none); [seeds, U] -> [seeds]."""
+    hit = trailing_mean(success, window) >= target
+    return np.where(hit.any(-1), hit.argmax(-1), success.shape[-1])
+
+
+def bootstrap_se(statistic, samples: np.ndarray, resamples: int, rng: np.random.Generator) -> float:
+    """Standard error of statistic(samples) by resampling the first axis with replacement."""
+    n = len(samples)
+    values = [statistic(samples[rng.integers(0, n, n)]) for _ in range(resamples)]
+    return float(np.std(values, ddof=1))
+
+
+def race_figures(runs: dict[str, dict[str, np.ndarray]], config: Config) -> dict:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figures = {}
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for k, (variant, run) in enumerate(runs.items()):
+        smooth = trailing_mean(run["success"], config.smooth)
+        x = np.arange(config.smooth, config.updates + 1)
+        ax.plot(x, np.median(smooth, 0), color=f"C{k}", label=variant)
+        ax.fill_between(x, smooth.min(0), smooth.max(0), color=f"C{k}", alpha=0.12)
+    ax.axhline(config.target, color="grey", ls=":", lw=1)
+    ax.set_xlabel("update")
+    ax.set_ylabel(f"batch success rate ({config.smooth}-update mean)")
+    ax.set_title(f"FrozenLake: median and seed min-max over {config.seeds} seeds")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    figures["success_rate"] = fig
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for k, (variant, run) in enumerate(runs.items()):
+        entropy = run["entropy"]
+        x = np.arange(1, config.updates + 1)
+        ax.plot(x, np.median(entropy, 0), color=f"C{k}", label=variant)
+        ax.fill_between(x, entropy.min(0), entropy.max(0), color=f"C{k}", alpha=0.12)
+    ax.axhline(math.log(4), color="black", ls="--", lw=1, label="ln 4 (uniform)")
+    ax.set_xlabel("update")
+    ax.set_ylabel("mean policy entropy (nats)")
+    ax.set_title("Entropy spent while learning")
+    ax.legend(loc="lower left")
+    fig.tight_layout()
+    figures["entropy"] = fig
+    return figures
+
+
+@experiment("frozenlake-race", "five REINFORCE weightings x 20 seeds on FrozenLake: speed vs step size (seed 003)",
+            Config)
+def run(config: Config) -> Result:
+    unknown = set(config.variants) - set(VARIANTS)
+    if unknown or "normalised" not in config.variants or "centred" not in config.variants:
+        raise ValueError(f"variants must be drawn from {VARIANTS} and include 'normalised' and 'centred'; "
+                         f"got {config.variants}")
+    result = Result("frozenlake-race", config_dict(config), summary=(
+        f"{len(config.variants)} weightings x {config.seeds} seeds x {config.updates} updates of REINFORCE on the "
+        f"calm 4x4 FrozenLake (no time limit), plain SGD at alpha = {config.alpha:g}, "
+        f"{config.batch_episodes} episodes per update, value step {config.alpha_v:g}. Updates-to-90% counts the "
+        f"updates before the first {config.smooth}-update window whose mean batch success reaches "
+        f"{config.target:g}. Standard errors come from a bootstrap over seeds."))
+    curves = run_seeds(train, range(len(config.variants) * config.seeds), backend=config.backend,
+                       description="race runs", variants=tuple(config.variants), per_variant=config.seeds,
+                       updates=config.updates, batch_episodes=config.batch_episodes, alpha=config.alpha,
+                       alpha_v=config.alpha_v, gamma=config.gamma)
+    runs = {v: {k: c[i * config.seeds:(i + 1) * config.seeds] for k, c in curves.items()}
+            for i, v in enumerate(config.variants)}
+    rng = np.random.default_rng(config.bootstrap_seed)
+    window = min(config.step_window, config.updates)
+    reach, steps, rows = {}, {}, []
+    for variant, run_ in runs.items():
+        reach[variant] = updates_to_target(run_["success"], config.smooth, config.target)
+        steps[variant] = run_["step"][:, :window].mean(1)  # per seed
+        seed_row = SEED_TABLE[variant]
+        rows.append({
+            "variant": variant,
+            "median updates to 90%": float(np.median(reach[variant])), "seed median": seed_row[0],
+            "fastest": int(reach[variant].min()), "seed fastest": seed_row[1],
+            "slowest": int(reach[variant].max()), "seed slowest": seed_row[2],
+            f"mean |step|, first {window}": float(steps[variant].mean()), "seed mean |step|": seed_row[3],
+            "final entropy (median)": float(np.median(run_["entropy"][:, -1])),
+        })
+    result.tables["race"] = rows
+
+    medians = {v: float(np.median(r)) for v, r in reach.items()}
+    runner_up = min((v for v in medians if v != "normalised"), key=medians.get)
+    gap = medians[runner_up] - medians["normalised"]
+    pair = np.stack([reach["normalised"], reach[runner_up]], 1)
+    gap_se = bootstrap_se(lambda p: np.median(p[:, 1]) - np.median(p[:, 0]), pair, config.bootstrap, rng)
+    result.check_range(f"median updates-to-90%: runner-up ({runner_up}) minus normalised", gap, low=1e-9,
+                       tolerance=f"normalised must be strictly fastest at the median; bootstrap se of the gap "
+                                 f"over seeds = {gap_se:.3g}")
+    ratio = float(steps["normalised"].mean() / steps["centred"].mean())
+    ratio_se = bootstrap_se(lambda p: p[:, 0].mean() / p[:, 1].mean(),
+                            np.stack([steps["normalised"], steps["centred"]], 1), config.bootstrap, rng)
+    result.check_range(f"mean |step| over the first {window} updates: normalised / centred", ratio, 3.0, 8.0,
+                       tolerance=f"the issue's range around the seed's 5.1 (0.76 / 0.15); bootstrap se over "
+                                 f"seeds = {ratio_se:.3g}")
+    result.metrics.update({f"median_to90_{v}": m for v, m in medians.items()})
+    result.metrics["step_ratio_normalised_over_centred"] = ratio
+    result.figures.update(race_figures(runs, config))
+    return result
