@@ -87,7 +87,7 @@ def pass_rate_figure(rows: list[dict]):
                    label="exact" if s == 0 else None, zorder=3)
     for k, kind in enumerate(KINDS):
         low, high = BANDS[kind]
-        ax.fill_between([k - 0.45, k + 0.05], low, high, color="grey", alpha=0.2,
+        ax.fill_between([k - 2 * width, k], low, high, color="grey", alpha=0.2,
                         label="train band" if k == 0 else None)
     ax.set_xticks(range(len(KINDS)), KINDS)
     ax.set_ylabel("pass rate")

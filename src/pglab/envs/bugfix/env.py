@@ -120,7 +120,9 @@ class BugFixEnv(gymnasium.Env):
         task = (options or {}).get("task")
         if task is None:
             task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
-        self.task = get_task(task) if isinstance(task, str) else task
+        if isinstance(task, str):
+            task = next((t for t in self.tasks if t.name == task), None) or get_task(task)
+        self.task = task
         self.history = [self.task.source]
         self.actions: list[str] = []
         self.ops: list[str] = []

@@ -67,7 +67,7 @@ class Grader:
             results = self.sandbox.run_many([_job(*program) for program in todo.values()], self.limits)
             self.runs += len(results)
             todo = {key: _grade(program[0], result) for (key, program), result in zip(todo.items(), results)}
-            known.update(todo) if self.cache is not None else None
+            known.update(todo)
         return [todo[key] if key in todo else known[key] for key in keys]
 
 

@@ -28,7 +28,7 @@ def _total(op: Callable[[str], str]) -> Callable[[str], str]:
     def safe(source: str) -> str:
         try:
             return op(source)
-        except (SyntaxError, tokenize.TokenError):
+        except (SyntaxError, ValueError, RecursionError, tokenize.TokenError):  # ValueError: null bytes
             return source
 
     return safe
@@ -211,7 +211,8 @@ def add_zero_guard(source: str) -> str:
             missing = [d for d in missing if ast.dump(d) not in guarded]
             guarded += [ast.dump(d) for d in missing]
             if missing:
-                indent = " " * stmt.col_offset
+                line = src.lines[stmt.lineno - 1]
+                indent = line[: len(line) - len(line.lstrip())]
                 guards = "".join(f"{indent}if {src.segment(d)} == 0:\n{indent}    return 0\n" for d in missing)
                 start = src.offset(stmt.lineno, 0)
                 edits.append((start, start, guards))

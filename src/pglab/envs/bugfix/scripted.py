@@ -9,7 +9,7 @@ policy on a task by dynamic programming over the episode, with the same ops and 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -41,10 +41,14 @@ class ScriptedPolicy:
         return plan[min(len(calls), len(plan) - 1)]
 
 
-def scripted_policy(kind: str, seed: int = 0) -> ScriptedPolicy:
-    """A ``random``, ``blind`` or ``oracle`` policy whose draws come from ``numpy.random.default_rng(seed)``."""
+def _check_kind(kind: str) -> None:
     if kind not in KINDS:
         raise ValueError(f"unknown scripted policy {kind!r}; pass one of {', '.join(KINDS)}")
+
+
+def scripted_policy(kind: str, seed: int = 0) -> ScriptedPolicy:
+    """A ``random``, ``blind`` or ``oracle`` policy whose draws come from ``numpy.random.default_rng(seed)``."""
+    _check_kind(kind)
     return ScriptedPolicy(kind, np.random.default_rng(seed))
 
 
@@ -116,6 +120,7 @@ def _random_pass_rate(source: str, passes: dict[str, bool], budget: int) -> floa
 
 def exact_pass_rate(kind: str, task: Task, grader: Grader | None = None, budget: int = BUDGET) -> float:
     """The expected pass rate of scripted policy ``kind`` on ``task`` (programs graded by ``grader``)."""
+    _check_kind(kind)
     grader = grader or default_grader()
     sources = sorted(reachable_sources(task, budget - 1 if kind == "random" else 1))
     passes = {s: g.hidden_pass for s, g in zip(sources, grader.grade_many([(task, s) for s in sources]))}
@@ -123,11 +128,5 @@ def exact_pass_rate(kind: str, task: Task, grader: Grader | None = None, budget:
         return _random_pass_rate(task.source, passes, budget)
     if kind == "blind":
         return float(np.mean([passes[apply_op(op, task.source)] for op in OP_NAMES])) if budget >= 2 else 0.0
-    if kind == "oracle":
-        return float(passes[apply_op(task.fix_op, task.source)]) if budget >= 4 else 0.0
-    raise ValueError(f"unknown scripted policy {kind!r}; pass one of {', '.join(KINDS)}")
+    return float(passes[apply_op(task.fix_op, task.source)]) if budget >= 4 else 0.0
 
-
-def mean_exact_pass_rate(kind: str, tasks: Iterable[Task], grader: Grader | None = None, budget: int = BUDGET) -> float:
-    """The exact pass rate of ``kind`` averaged over tasks (each task equally often)."""
-    return float(np.mean([exact_pass_rate(kind, task, grader, budget) for task in tasks]))
