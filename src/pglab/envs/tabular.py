@@ -143,11 +143,13 @@ class Episodes:
 
 
 class _RowSampler:
-    """Inverse-CDF draws from many categorical rows at once: probs [R, K]; draw(rows [m], u [m]) -> j*K + k [m].
+    """Inverse-CDF draws from many categorical rows at once: probs [R, K].
 
-    Each row keeps only its positive entries (padded to the widest row); the rows' CDFs are laid
-    end to end, row j shifted by j, into one increasing array, so draws from different rows are
-    a single ``searchsorted``.
+    Each row keeps only its positive entries (padded to the widest row). The rows' CDFs are laid
+    end to end in one increasing array, row j shifted by 2j, so draws from different rows are a
+    single ``searchsorted`` that returns a position in that array; ``index`` maps a position to
+    j*K + k. The last positive entry of a row (and its padding) is 2j + 1.5, so a target 2j + u
+    lands in row j even when rounding makes it 2j + 1.
     """
 
     def __init__(self, probs: torch.Tensor):
@@ -156,16 +158,17 @@ class _RowSampler:
         width = max(int(positive.sum(-1).max()), 1)
         columns = torch.argsort((~positive).to(torch.int8), dim=-1, stable=True)[:, :width]  # positive entries first
         cdf = probs.gather(1, columns).cumsum(-1)
-        cdf = torch.where(cdf >= cdf[:, -1:], torch.ones_like(cdf), cdf)  # exactly 1 from the last positive entry
-        offsets = torch.arange(n_rows, dtype=cdf.dtype)
-        self.flat = (cdf + offsets[:, None]).reshape(-1)
+        cdf = torch.where(cdf >= cdf[:, -1:], torch.full_like(cdf, 1.5), cdf)
+        self.flat = (cdf + 2.0 * torch.arange(n_rows, dtype=cdf.dtype)[:, None]).reshape(-1)
         self.index = (columns + k * torch.arange(n_rows)[:, None]).reshape(-1)
-        self.ceiling = torch.nextafter(offsets + 1, offsets)  # row + u must stay below row + 1 after rounding
+
+    def positions(self, row_offsets: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Positions drawn from rows j given as offsets 2j (float) with uniforms u in [0, 1); [m] -> [m]."""
+        return torch.searchsorted(self.flat, row_offsets + u, right=True)
 
     def draw(self, rows: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        """Flat index j*K + k of the category k drawn from row j = rows[i] with uniform u[i] in [0, 1); -> [m]."""
-        target = torch.minimum(rows + u, self.ceiling.index_select(0, rows))
-        return self.index.index_select(0, torch.searchsorted(self.flat, target, right=True))
+        """j*K + k of the category k drawn from row j = rows[i] with uniform u[i]; [m] -> [m]."""
+        return self.index[self.positions(2.0 * rows, u)]
 
 
 class TabularMDP:
@@ -246,33 +249,33 @@ class TabularMDP:
         if pi.shape != (self.n_states, self.n_actions):
             raise ValueError(f"pi must be [S, A] = {(self.n_states, self.n_actions)}, got {tuple(pi.shape)}")
         S, A = self.n_states, self.n_actions
-        joint = _RowSampler((pi[:, :, None] * self.P).reshape(S, A * S))  # draws code = s*A*S + a*S + s'
-        code_state, code_action, code_next = torch.cartesian_prod(
-            torch.arange(S), torch.arange(A), torch.arange(S)).unbind(-1)
-        code_continues = ~self.terminal[code_next]
+        joint = _RowSampler((pi[:, :, None] * self.P).reshape(S, A * S))
+        code = joint.index  # per position of the joint sampler: the transition s*A*S + a*S + s'
+        continues, next_offset = ~self.terminal[code % S], 2.0 * (code % S).to(torch.float64)
         u = torch.rand(n, generator=generator, dtype=torch.float64)
         state = _RowSampler(self.start[None]).draw(torch.zeros(n, dtype=torch.long), u)  # row 0: index = state
         live = (~self.terminal[state]).nonzero().squeeze(1)
-        state = state[live]
-        ids, codes = [], []
+        offset = 2.0 * state[live].to(torch.float64)
+        ids, positions = [], []
         limit = self.max_steps or MAX_UNLIMITED_STEPS
-        while len(live) and len(codes) < limit:
-            code = joint.draw(state, torch.rand(len(live), generator=generator, dtype=torch.float64))
+        while len(live) and len(positions) < limit:
+            drawn = joint.positions(offset, torch.rand(len(live), generator=generator, dtype=torch.float64))
             ids.append(live)
-            codes.append(code)
-            keep = code_continues.index_select(0, code).nonzero().squeeze(1)
-            live, state = live.index_select(0, keep), code_next.index_select(0, code.index_select(0, keep))
+            positions.append(drawn)
+            keep = continues.index_select(0, drawn).nonzero().squeeze(1)
+            live, offset = live.index_select(0, keep), next_offset.index_select(0, drawn.index_select(0, keep))
         if len(live) and self.max_steps is None:
             raise ValueError(f"{len(live)} episodes ran {MAX_UNLIMITED_STEPS} steps without reaching a terminal "
                              "state; give the MDP a time limit (max_steps) or a policy that ends episodes")
-        code = torch.cat(codes) if codes else torch.zeros(0, dtype=torch.long)
+        steps = torch.cat(positions) if positions else torch.zeros(0, dtype=torch.long)
         truncated = torch.zeros(n, dtype=torch.bool)
         truncated[live] = True
         return Episodes(
             episode=torch.cat(ids) if ids else torch.zeros(0, dtype=torch.long),
-            time=torch.repeat_interleave(torch.arange(len(ids)), torch.tensor([len(i) for i in ids], dtype=torch.long)),
-            states=code_state.index_select(0, code), actions=code_action.index_select(0, code),
-            rewards=self.transition_rewards.reshape(-1).index_select(0, code),
+            time=torch.repeat_interleave(torch.arange(len(ids)), torch.tensor([len(i) for i in ids], dtype=torch.long),
+                                         output_size=len(steps)),
+            states=(code // (A * S)).index_select(0, steps), actions=(code // S % A).index_select(0, steps),
+            rewards=self.transition_rewards.reshape(-1)[code].index_select(0, steps),
             truncated=truncated, n_states=S, n_actions=A)
 
 

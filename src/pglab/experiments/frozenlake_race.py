@@ -20,6 +20,7 @@ import torch
 from pglab.envs.tabular import Episodes, frozen_lake
 from pglab.estimators import normalize, reinforce_loss
 from pglab.experiments.registry import config_dict, experiment
+from pglab.plots import new_figure
 from pglab.result import Result
 from pglab.runner import run_seeds
 
@@ -175,41 +176,34 @@ def bootstrap_se(statistic, samples: np.ndarray, resamples: int, rng: np.random.
     return float(np.std(values, ddof=1))
 
 
+def median_bands(ax, curves: dict[str, np.ndarray], first_update: int) -> None:
+    """Per variant, the seed median as a line and the seed min-max as a band; curves [seeds, U] each."""
+    for k, (variant, curve) in enumerate(curves.items()):
+        x = np.arange(first_update, first_update + curve.shape[1])
+        ax.plot(x, np.median(curve, 0), color=f"C{k}", label=variant)
+        ax.fill_between(x, curve.min(0), curve.max(0), color=f"C{k}", alpha=0.12)
+
+
 def race_figures(runs: dict[str, dict[str, np.ndarray]], config: Config) -> dict:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figures = {}
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for k, (variant, run) in enumerate(runs.items()):
-        smooth = trailing_mean(run["success"], config.smooth)
-        x = np.arange(config.smooth, config.updates + 1)
-        ax.plot(x, np.median(smooth, 0), color=f"C{k}", label=variant)
-        ax.fill_between(x, smooth.min(0), smooth.max(0), color=f"C{k}", alpha=0.12)
+    """Success rate (trailing mean) and entropy per update, as median lines with seed min-max bands."""
+    success, ax = new_figure(figsize=(7, 4.2))
+    median_bands(ax, {v: trailing_mean(r["success"], config.smooth) for v, r in runs.items()}, config.smooth)
     ax.axhline(config.target, color="grey", ls=":", lw=1)
     ax.set_xlabel("update")
     ax.set_ylabel(f"batch success rate ({config.smooth}-update mean)")
     ax.set_title(f"FrozenLake: median and seed min-max over {config.seeds} seeds")
     ax.legend(loc="lower right")
-    fig.tight_layout()
-    figures["success_rate"] = fig
+    success.tight_layout()
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for k, (variant, run) in enumerate(runs.items()):
-        entropy = run["entropy"]
-        x = np.arange(1, config.updates + 1)
-        ax.plot(x, np.median(entropy, 0), color=f"C{k}", label=variant)
-        ax.fill_between(x, entropy.min(0), entropy.max(0), color=f"C{k}", alpha=0.12)
+    entropy, ax = new_figure(figsize=(7, 4.2))
+    median_bands(ax, {v: r["entropy"] for v, r in runs.items()}, 1)
     ax.axhline(math.log(4), color="black", ls="--", lw=1, label="ln 4 (uniform)")
     ax.set_xlabel("update")
     ax.set_ylabel("mean policy entropy (nats)")
     ax.set_title("Entropy spent while learning")
     ax.legend(loc="lower left")
-    fig.tight_layout()
-    figures["entropy"] = fig
-    return figures
+    entropy.tight_layout()
+    return {"success_rate": success, "entropy": entropy}
 
 
 @experiment("frozenlake-race", "five REINFORCE weightings x 20 seeds on FrozenLake: speed vs step size (seed 003)",

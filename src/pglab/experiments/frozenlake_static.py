@@ -55,7 +55,7 @@ class Config:
     bootstrap_seed: int = 0
     """Seed of the numpy Generator behind the bootstrap."""
 
-    QUICK: ClassVar[dict] = {"draws": 120, "bootstrap": 300}
+    QUICK: ClassVar[dict] = {"bootstrap": 300}
 
 
 def cosine(x: torch.Tensor, y: torch.Tensor) -> float:
