@@ -26,7 +26,7 @@ def test_four_divisors(static):
     assert rows["total steps"]["cos to episodes"] == pytest.approx(1.0, abs=1e-12)
     assert rows["a constant"]["cos to episodes"] == pytest.approx(1.0, abs=1e-12)
     assert rows["own length"]["cos to episodes"] < 1.0
-    assert rows["total steps"]["|grad|"] < rows["episodes"]["|grad|"]
+    assert rows["total steps"]["grad norm"] < rows["episodes"]["grad norm"]
 
 
 def test_five_estimator_ladder(static):

@@ -5,8 +5,9 @@ distribution and terminal states. Terminal states have all-zero rows in ``P``: t
 ended, so nothing flows out of them and ``I - gamma P_pi`` is invertible even at gamma = 1
 whenever every state can reach a terminal one. Beside the exact side (``policy_evaluation``,
 ``exact_value``, ``exact_gradient`` for a softmax table ``theta [S, A]``) sits the lockstep
-sampler :meth:`TabularMDP.sample`, which advances n episodes with one tensor operation per time
-step and returns an :class:`Episodes` batch (the steps of all episodes, flat, with episode ids).
+sampler :meth:`TabularMDP.sample`, which advances all n episodes with one batched draw per time
+step (a handful of tensor operations, whatever n) and returns an :class:`Episodes` batch (the
+steps of all episodes, flat, with episode ids).
 
 Three MDPs are built here: ``frozen_lake`` (gymnasium's FrozenLake-v1 table), ``repair_mdp``
 (seven states of a bug-fixing agent, documented in docs/tabular.md) and ``two_state_problem``
@@ -45,6 +46,7 @@ def policy_evaluation(
                          f"pi {tuple(pi.shape)}")
     if not 0.0 <= float(gamma) <= 1.0:
         raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    pi = pi.to(P.dtype)
     P_pi = torch.einsum("sa,sat->st", pi, P)
     r_pi = (pi * R).sum(-1)
     if horizon is not None:

@@ -17,6 +17,7 @@ import torch
 from pglab.envs.tabular import Episodes, TabularMDP, frozen_lake
 from pglab.experiments.frozenlake_race import ascent_direction, bootstrap_se, reinforce_updates, step_weights
 from pglab.experiments.registry import config_dict, experiment
+from pglab.experiments.repair_mdp_gradient import cosine
 from pglab.result import Result
 
 ESTIMATORS = ("return", "reward-to-go", "centred", "normalised", "exact baseline")
@@ -58,11 +59,6 @@ class Config:
     QUICK: ClassVar[dict] = {"bootstrap": 300}
 
 
-def cosine(x: torch.Tensor, y: torch.Tensor) -> float:
-    """Cosine between two tensors of the same shape, flattened."""
-    return float(torch.nn.functional.cosine_similarity(x.flatten(), y.flatten(), dim=0))
-
-
 def train_probe(config: Config) -> torch.Tensor:
     """The probe: REINFORCE weighted by the episode return, Adam, frozen after probe_updates; -> theta [S, A]."""
     updates = reinforce_updates(config.probe_seed, "return", config.probe_updates, config.probe_episodes,
@@ -92,12 +88,12 @@ def divisor_table(theta: torch.Tensor, batch: Episodes, config: Config, result: 
         "a constant": ascent_direction(theta, batch, G, "constant", config.divisor_constant),
     }
     n, total = batch.n, int(batch.lengths.sum())
-    rows = [{"divisor": name, "|grad|": float(g.norm()), "seed |grad|": SEED_DIVISORS[name][0],
+    rows = [{"divisor": name, "grad norm": float(g.norm()), "seed grad norm": SEED_DIVISORS[name][0],
              "cos to episodes": cosine(g, grads["episodes"]), "seed cos": SEED_DIVISORS[name][1]}
             for name, g in grads.items()]
     for name, expected in (("total steps", n / total), ("a constant", n / config.divisor_constant)):
         ratio = float(grads[name].norm() / grads["episodes"].norm())
-        result.check_close(f"divisor '{name}': |grad| / |grad episodes|", ratio, expected, 1e-9,
+        result.check_close(f"divisor '{name}': grad norm / grad norm of 'episodes'", ratio, expected, 1e-9,
                            "exact: a pure rescale by n / divisor")
         result.check_close(f"divisor '{name}': cosine to 'episodes'", cosine(grads[name], grads["episodes"]), 1.0,
                            1e-9, "exact: parallel")
@@ -106,28 +102,23 @@ def divisor_table(theta: torch.Tensor, batch: Episodes, config: Config, result: 
     return rows
 
 
-def five_estimators(mdp: TabularMDP, theta: torch.Tensor, values: torch.Tensor,
-                    config: Config) -> dict[str, torch.Tensor]:
-    """config.draws batches at the frozen policy; per estimator the per-draw estimates [draws, S, A]."""
+def five_estimators(mdp: TabularMDP, theta: torch.Tensor, values: torch.Tensor, config: Config) -> torch.Tensor:
+    """config.draws batches at the frozen policy -> estimates [draws, estimators, S * A] (ESTIMATORS order)."""
     generator = torch.Generator().manual_seed(config.draw_seed)
     pi = mdp.policy(theta)
-    draws: dict[str, list[torch.Tensor]] = {name: [] for name in ESTIMATORS}
+    draws = []
     for _ in range(config.draws):
         batch = mdp.sample(pi, config.batch_episodes, generator)
-        for name in ESTIMATORS:
-            weights = step_weights(batch, name, config.gamma, values)
-            draws[name].append(ascent_direction(theta, batch, weights, "seq_mean_token_sum"))
-    return {name: torch.stack(d) for name, d in draws.items()}
+        draws.append(torch.stack([
+            ascent_direction(theta, batch, step_weights(batch, name, config.gamma, values), "seq_mean_token_sum")
+            for name in ESTIMATORS]).flatten(1))
+    return torch.stack(draws)
 
 
-def relative_variance(estimates: np.ndarray) -> float:
+def relative_variance(estimates: torch.Tensor) -> float:
     """Mean squared distance of the draws from their mean, over the squared norm of the mean; [draws, P] -> scalar."""
     mean = estimates.mean(0)
-    return float(((estimates - mean) ** 2).sum(-1).mean() / (mean ** 2).sum())
-
-
-def cosine_np(x: np.ndarray, y: np.ndarray) -> float:
-    return float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y)))
+    return float((estimates - mean).pow(2).sum(-1).mean() / mean.pow(2).sum())
 
 
 @experiment("frozenlake-static",
@@ -146,7 +137,7 @@ def run(config: Config) -> Result:
                        tolerance="the seed's probe has J = 0.313; below J ~ 0.17 centring stops paying at batch size 4 "
                                  "(docs/tabular.md)")
     result.tables["probe"] = [{"quantity": "J(theta)", "ours": J, "seed": 0.313},
-                              {"quantity": "|grad J|", "ours": float(exact.norm()), "seed": 0.129}]
+                              {"quantity": "norm of grad J", "ours": float(exact.norm()), "seed": 0.129}]
 
     batch, attempts = divisor_batch(mdp, mdp.policy(theta), config.batch_episodes,
                                     torch.Generator().manual_seed(config.divisor_seed))
@@ -155,15 +146,13 @@ def run(config: Config) -> Result:
                            "divisor_batch_lengths": str(batch.lengths.tolist()),
                            "divisor_batch_successes": int((batch.episode_returns(1.0) > 0).sum())})
 
-    estimates = {k: v.flatten(1).numpy() for k, v in five_estimators(mdp, theta, values, config).items()}
-    stacked = np.stack([estimates[k] for k in ESTIMATORS], 1)  # [draws, estimators, P]: resample draws jointly
-    g = exact.flatten().numpy()
+    estimates = five_estimators(mdp, theta, values, config)  # resampled by draw: estimators stay paired
     rng = np.random.default_rng(config.bootstrap_seed)
-    rel = {k: relative_variance(v) for k, v in estimates.items()}
+    rel = {name: relative_variance(estimates[:, i]) for i, name in enumerate(ESTIMATORS)}
     rows = []
     for i, name in enumerate(ESTIMATORS):
-        cos = cosine_np(estimates[name].mean(0), g)
-        cos_se = bootstrap_se(lambda d, i=i: cosine_np(d[:, i].mean(0), g), stacked, config.bootstrap, rng)
+        cos = cosine(estimates[:, i].mean(0), exact)
+        cos_se = bootstrap_se(lambda d, i=i: cosine(d[:, i].mean(0), exact), estimates, config.bootstrap, rng)
         rows.append({"estimator": name, "cos(mean, exact)": cos, "seed cos": SEED_FIVE[name][0],
                      "relative variance": rel[name], "seed relative variance": SEED_FIVE[name][1]})
         result.check_range(f"{name}: cosine of the mean to the exact gradient", cos, low=0.9,
@@ -172,7 +161,7 @@ def run(config: Config) -> Result:
 
     def gap(a: str, b: str) -> tuple[float, float]:
         ia, ib = ESTIMATORS.index(a), ESTIMATORS.index(b)
-        se = bootstrap_se(lambda d: relative_variance(d[:, ia]) - relative_variance(d[:, ib]), stacked,
+        se = bootstrap_se(lambda d: relative_variance(d[:, ia]) - relative_variance(d[:, ib]), estimates,
                           config.bootstrap, rng)
         return rel[a] - rel[b], se
 
@@ -185,7 +174,7 @@ def run(config: Config) -> Result:
                            tolerance=f"> 0 by at least 2 bootstrap se (se = {se:.3g})")
     diff, se = gap("centred", "normalised")
     step_down = rel["reward-to-go"] - rel["centred"]
-    result.check_range("relative variance: |centred - normalised| / (reward-to-go - centred)",
+    result.check_range("relative variance: abs(centred - normalised) / (reward-to-go - centred)",
                        abs(diff) / step_down if step_down > 0 else float("inf"), high=0.5,
                        tolerance=f"centred ~ normalised: their gap ({diff:.3g}, bootstrap se {se:.3g}) is under half "
                                  "the rung above (seed: 0.2 against 3.5)")

@@ -76,7 +76,7 @@ def run(config: Config) -> Result:
         loo_gap = float((loo - exact).abs().max())
         centred_gap = float((centred - (n - 1) / n * exact).abs().max())
         for claim, gap in (("E[leave-one-out] = grad J", loo_gap), ("E[centred] = (n-1)/n grad J", centred_gap)):
-            rows.append({"n": n, "batches": len(probs) ** n, "claim": claim, "max |difference|": gap,
+            rows.append({"n": n, "batches": len(probs) ** n, "claim": claim, "max abs difference": gap,
                          "ours": gap <= EXACT, "seed": True if n == 2 else ""})
         result.check_close(f"n = {n}: E[leave-one-out] equals the exact gradient", loo_gap, 0.0, EXACT,
                            "float64 finite sums")

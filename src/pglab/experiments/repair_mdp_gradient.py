@@ -107,13 +107,14 @@ def monte_carlo_rows(theta, exact, J, episodes: Episodes, config: Config, result
     rows = [{"quantity": "J exact", "ours": J, "seed": 0.1323},
             {"quantity": "mean return", "ours": float(returns.mean()), "seed": 0.1264},
             {"quantity": "relative error of the Monte Carlo gradient", "ours": plain["relative error"], "seed": 0.068},
-            {"quantity": "noise level (se / |grad J|)", "ours": plain["noise level"], "seed": ""},
+            {"quantity": "noise level (se / norm of grad J)", "ours": plain["noise level"], "seed": ""},
             {"quantity": "cosine to the exact gradient", "ours": plain["cosine to exact"], "seed": 0.9988}]
     result.check_range(f"Monte Carlo gradient ({n} episodes): cosine to exact", plain["cosine to exact"], low=0.99,
-                       tolerance=f"issue threshold (seed 0.9988); noise level {plain['noise level']:.3g} of |grad J|")
+                       tolerance=f"issue threshold (seed 0.9988); noise level {plain['noise level']:.3g} "
+                                 "of the norm of grad J")
     result.check_range("Monte Carlo gradient: relative error within its noise", plain["relative error"],
                        high=config.sigmas * plain["noise level"],
-                       tolerance=f"{config.sigmas:g} noise levels (noise level = sqrt(trace cov / n) / |grad J|)")
+                       tolerance=f"{config.sigmas:g} noise levels (noise level = sqrt(trace cov / n) / norm of grad J)")
     mean_logp = float(surrogate(theta, episodes, torch.ones_like(returns)))
     for label in ("-J", big):
         expected = plain["surrogate value"] + shifts[label] * mean_logp
@@ -150,7 +151,7 @@ def unbiasedness_rows(theta, exact, J, config: Config, result: Result) -> list[d
                      "seed variance": seed[2], "error / noise": error / noise})
         result.check_range(f"baseline {name}: mean of {config.batches} batches within 2 noise levels of grad J",
                            error / noise, high=2.0,
-                           tolerance="noise level = sqrt(trace cov / batches) / |grad J|; the issue's 'about 2'")
+                           tolerance="noise level = sqrt(trace cov / batches) / norm of grad J; the issue's 'about 2'")
     flat = {k: v.flatten(1) for k, v in per_batch.items()}
     diff, se = variance_gap(flat["none"], flat["exact J"])
     result.check_range("per-batch variance: none - exact J", diff, low=2 * se,
