@@ -61,6 +61,7 @@ def surrogate(theta: torch.Tensor, episodes: Episodes, returns: torch.Tensor) ->
 
 
 def cosine(x: torch.Tensor, y: torch.Tensor) -> float:
+    """Cosine between two tensors of the same shape, flattened."""
     return float(torch.nn.functional.cosine_similarity(x.flatten(), y.flatten(), dim=0))
 
 
