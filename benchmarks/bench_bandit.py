@@ -1,4 +1,6 @@
-"""bench bandit: bandit-variance and bandit-training at full size; bandit-training against a plain per-seed Python loop measured in the same run.
+"""bench bandit: bandit-variance and bandit-training at full size.
+
+bandit-training is also timed against a plain per-seed Python loop measured in the same run.
 
 Loaded by path by ``pglab bench bandit``. The loop replays the vectorised run's own draws for a subset
 of seeds, so it does no sampling: the speed-up it reports is a lower bound.

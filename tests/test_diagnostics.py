@@ -1,14 +1,41 @@
-"""total_variance and batch_cosine."""
+"""Diagnostics: total variance, squared deviations, cosines, batch cosines, and the bootstrap."""
 
+import numpy as np
 import pytest
 import torch
 
-from pglab.estimators import batch_cosine, total_variance
+from pglab.estimators import batch_cosine, cosine, squared_deviations, total_variance
+from pglab.stats import bootstrap_se
 
 
 def test_total_variance_is_trace_of_covariance():
     x = torch.randn(500, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     assert total_variance(x).item() == pytest.approx(torch.cov(x.T).trace().item(), rel=1e-12)
+
+
+def test_squared_deviations_give_the_variance_and_its_standard_error():
+    x = torch.randn(4000, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    sq = squared_deviations(x)
+    assert sq.mean().item() * 4000 / 3999 == pytest.approx(total_variance(x).item(), rel=1e-12)
+    # For standard normal draws in 3 dimensions |g - mean|^2 is ~ chi^2_3: variance 2 * 3.
+    assert (sq.std() / 4000**0.5).item() == pytest.approx((6 / 4000) ** 0.5, rel=0.1)
+
+
+def test_cosine():
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    assert cosine(x, x) == pytest.approx(1.0)
+    assert cosine(x, -x) == pytest.approx(-1.0)
+    assert cosine(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 2.0])) == pytest.approx(0.0)
+    with pytest.raises(ValueError, match="as many elements"):
+        cosine(x, torch.ones(3))
+
+
+def test_bootstrap_se_of_a_mean():
+    rng = np.random.default_rng(0)
+    samples = rng.normal(size=400)
+    se = bootstrap_se(np.mean, samples, resamples=400, rng=rng)
+    # The bootstrap se of a mean estimates sd / sqrt(n); its own relative error is about 1 / sqrt(2 * 400).
+    assert se == pytest.approx(samples.std() / 400**0.5, rel=0.15)
 
 
 def test_batch_cosine_signal_and_noise():

@@ -47,3 +47,10 @@ def test_cli_list_and_errors(capsys):
     assert "unknown experiment" in capsys.readouterr().err
     assert main(["reproduce", "bandit-variance", "--set", "nonsense=1"]) == 2
     assert "no setting" in capsys.readouterr().err
+
+
+def test_markdown_cells_escape_pipes():
+    from pglab.report import markdown_table
+
+    table = markdown_table([{"claim": "|grad| >= 0", "value": 1.5}])
+    assert table.splitlines()[2] == "| \\|grad\\| >= 0 | 1.5 |"

@@ -37,14 +37,19 @@ def _columns(rows: list[dict[str, Any]]) -> list[str]:
     return columns
 
 
+def _cell(value: Any) -> str:
+    """A table cell: the formatted value with pipes escaped and newlines folded."""
+    return format_value(value).replace("|", "\\|").replace("\n", " ")
+
+
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     """Rows of dicts -> a Markdown table (columns in order of first appearance)."""
     if not rows:
         return "_(empty)_"
     columns = _columns(rows)
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines = ["| " + " | ".join(_cell(c) for c in columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
-        lines.append("| " + " | ".join(format_value(row.get(c, "")) for c in columns) + " |")
+        lines.append("| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |")
     return "\n".join(lines)
 
 

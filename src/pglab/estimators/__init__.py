@@ -4,7 +4,8 @@ Returns (``backward_scan``, ``discounted_returns``, ``gae``), baselines (``leave
 ``group_normalize``, ``normalize``, ``optimal_constant_baseline``, ``EMABaseline``), losses
 (``masked_mean``, ``aggregate_loss``, ``reinforce_loss``, ``policy_gradient_step``), the KL
 penalty (``kl_estimate``, ``exact_kl``, ``kl_shaped_rewards``), closed-form scores
-(``softmax_score``, ``gaussian_score``) and diagnostics (``total_variance``, ``batch_cosine``).
+(``softmax_score``, ``gaussian_score``) and diagnostics (``total_variance``, ``squared_deviations``,
+``cosine``, ``batch_cosine``).
 """
 
 from pglab.estimators.baselines import (
@@ -14,7 +15,7 @@ from pglab.estimators.baselines import (
     normalize,
     optimal_constant_baseline,
 )
-from pglab.estimators.diagnostics import batch_cosine, total_variance
+from pglab.estimators.diagnostics import batch_cosine, cosine, squared_deviations, total_variance
 from pglab.estimators.kl import exact_kl, kl_estimate, kl_shaped_rewards
 from pglab.estimators.losses import aggregate_loss, masked_mean, policy_gradient_step, reinforce_loss
 from pglab.estimators.returns import backward_scan, discounted_returns, gae
@@ -25,6 +26,7 @@ __all__ = [
     "aggregate_loss",
     "backward_scan",
     "batch_cosine",
+    "cosine",
     "discounted_returns",
     "exact_kl",
     "gae",
@@ -39,5 +41,6 @@ __all__ = [
     "policy_gradient_step",
     "reinforce_loss",
     "softmax_score",
+    "squared_deviations",
     "total_variance",
 ]

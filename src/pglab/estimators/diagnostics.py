@@ -12,6 +12,24 @@ def total_variance(per_sample: torch.Tensor) -> torch.Tensor:
     return per_sample.var(0, correction=1).sum()
 
 
+def squared_deviations(per_sample: torch.Tensor) -> torch.Tensor:
+    """|g_i - mean g|^2 per sample; per_sample [N, P] -> [N].
+
+    Their mean is the total variance (up to N / (N - 1)), so their spread gives its standard error,
+    and the spread of the paired difference of two such vectors gives the standard error of a
+    variance gap measured on the same draws.
+    """
+    return (per_sample - per_sample.mean(0)).pow(2).sum(-1)
+
+
+def cosine(x: torch.Tensor, y: torch.Tensor) -> float:
+    """Cosine between two tensors with as many elements (both flattened): an estimate against the exact gradient."""
+    if x.numel() != y.numel():
+        raise ValueError(f"cosine needs two tensors with as many elements, got shapes {tuple(x.shape)} and "
+                         f"{tuple(y.shape)}")
+    return float(torch.nn.functional.cosine_similarity(x.flatten(), y.flatten(), dim=0))
+
+
 def batch_cosine(
     per_sample: torch.Tensor,
     sizes: list[int],

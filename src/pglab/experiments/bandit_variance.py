@@ -13,7 +13,7 @@ from typing import ClassVar
 import torch
 
 from pglab.envs.bandit import GaussianBandit
-from pglab.estimators import optimal_constant_baseline, softmax_score, total_variance
+from pglab.estimators import optimal_constant_baseline, softmax_score, squared_deviations, total_variance
 from pglab.experiments.registry import config_dict, experiment
 from pglab.plots import new_figure
 from pglab.result import Result
@@ -54,8 +54,7 @@ def mc_estimates(bandit: GaussianBandit, theta: torch.Tensor, baseline: float, n
 
 def variance_with_se(estimates: torch.Tensor) -> tuple[float, float]:
     """Total variance of [n, K] estimates and its standard error (from the per-sample squared deviations)."""
-    sq_dev = (estimates - estimates.mean(0)).pow(2).sum(-1)
-    return float(total_variance(estimates)), float(sq_dev.std() / math.sqrt(len(sq_dev)))
+    return float(total_variance(estimates)), float(squared_deviations(estimates).std() / math.sqrt(len(estimates)))
 
 
 def one_step_table(bandit: GaussianBandit, lr: float) -> list[dict]:

@@ -23,6 +23,7 @@ from pglab.experiments.registry import config_dict, experiment
 from pglab.plots import new_figure
 from pglab.result import Result
 from pglab.runner import run_seeds
+from pglab.stats import bootstrap_se
 
 VARIANTS = ("return", "reward-to-go", "centred", "normalised", "learned baseline")
 SEED_TABLE = {  # seed 003 14.6.4.1: updates to 90% (median, fastest, slowest) and mean |step| over 40 updates
@@ -167,13 +168,6 @@ def updates_to_target(success: np.ndarray, window: int, target: float) -> np.nda
     """Updates before the first window whose mean success reaches target (U if none); [seeds, U] -> [seeds]."""
     hit = trailing_mean(success, window) >= target
     return np.where(hit.any(-1), hit.argmax(-1), success.shape[-1])
-
-
-def bootstrap_se(statistic, samples: np.ndarray | torch.Tensor, resamples: int, rng: np.random.Generator) -> float:
-    """Standard error of statistic(samples) by resampling the first axis with replacement (numpy or torch)."""
-    n = len(samples)
-    values = [statistic(samples[rng.integers(0, n, n)]) for _ in range(resamples)]
-    return float(np.std(values, ddof=1))
 
 
 def median_bands(ax, curves: dict[str, np.ndarray], first_update: int) -> None:

@@ -15,10 +15,11 @@ import numpy as np
 import torch
 
 from pglab.envs.tabular import Episodes, TabularMDP, frozen_lake
-from pglab.experiments.frozenlake_race import ascent_direction, bootstrap_se, reinforce_updates, step_weights
+from pglab.estimators import cosine
+from pglab.experiments.frozenlake_race import ascent_direction, reinforce_updates, step_weights
 from pglab.experiments.registry import config_dict, experiment
-from pglab.experiments.repair_mdp_gradient import cosine
 from pglab.result import Result
+from pglab.stats import bootstrap_se
 
 ESTIMATORS = ("return", "reward-to-go", "centred", "normalised", "exact baseline")
 SEED_FIVE = {"return": (0.98, 11.1), "reward-to-go": (0.97, 10.6), "centred": (0.98, 7.1),

@@ -16,7 +16,7 @@ from typing import ClassVar
 import torch
 
 from pglab.envs.tabular import Episodes, repair_mdp, table_score
-from pglab.estimators import reinforce_loss, total_variance
+from pglab.estimators import cosine, reinforce_loss, squared_deviations, total_variance
 from pglab.experiments.registry import config_dict, experiment
 from pglab.result import Result
 
@@ -60,11 +60,6 @@ def surrogate(theta: torch.Tensor, episodes: Episodes, returns: torch.Tensor) ->
     return -reinforce_loss(logp, returns, episodes.mask, mode="seq_mean_token_sum")
 
 
-def cosine(x: torch.Tensor, y: torch.Tensor) -> float:
-    """Cosine between two tensors of the same shape, flattened."""
-    return float(torch.nn.functional.cosine_similarity(x.flatten(), y.flatten(), dim=0))
-
-
 def relative_noise(per_sample: torch.Tensor, exact: torch.Tensor) -> float:
     """Standard error of the mean of [N, S, A] samples (root of trace of covariance / N) relative to |exact|."""
     return float((total_variance(per_sample.flatten(1)) / len(per_sample)).sqrt() / exact.norm())
@@ -72,10 +67,8 @@ def relative_noise(per_sample: torch.Tensor, exact: torch.Tensor) -> float:
 
 def variance_gap(first: torch.Tensor, second: torch.Tensor) -> tuple[float, float]:
     """Difference of the total variances of paired samples [N, P] and its standard error."""
-    sq_first = (first - first.mean(0)).pow(2).sum(-1)
-    sq_second = (second - second.mean(0)).pow(2).sum(-1)
     diff = float(total_variance(first) - total_variance(second))
-    return diff, float((sq_first - sq_second).std() / math.sqrt(len(first)))
+    return diff, float((squared_deviations(first) - squared_deviations(second)).std() / math.sqrt(len(first)))
 
 
 def surrogate_value_and_gradient(theta: torch.Tensor, episodes: Episodes,

@@ -1,0 +1,17 @@
+"""Standard errors for the statistics experiments report (medians, ratios, cosines) by the bootstrap."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def bootstrap_se(statistic: Callable[[Any], float], samples: Any, resamples: int, rng: np.random.Generator) -> float:
+    """Standard error of ``statistic(samples)`` by resampling the first axis with replacement (numpy or torch)."""
+    n = len(samples)
+    if n < 2 or resamples < 2:
+        raise ValueError(f"the bootstrap needs at least 2 samples and 2 resamples, got {n} and {resamples}")
+    values = [statistic(samples[rng.integers(0, n, n)]) for _ in range(resamples)]
+    return float(np.std(values, ddof=1))
