@@ -1,10 +1,7 @@
 """The bandit-variance experiment end to end: every claim holds and the report is written."""
 
-import json
-
 import pytest
 
-from pglab.cli import main
 from pglab.experiments import run_experiment
 
 
@@ -27,30 +24,3 @@ def test_seed_numbers(result):
     assert rows["skewed theta: V"] == pytest.approx(7.4225, abs=5e-5)
     assert rows["skewed theta: variance, no baseline"] == pytest.approx(19.48, abs=0.01)
     assert rows["skewed theta: variance, b = V"] == pytest.approx(1.291, abs=5e-4)
-
-
-def test_cli_writes_the_report(tmp_path, capsys):
-    assert main(["reproduce", "bandit-variance", "--quick", "--out", str(tmp_path)]) == 0
-    for name in ("result.json", "report.md", "baseline_sweep.csv", "variance_vs_baseline.png"):
-        assert (tmp_path / name).exists(), name
-    payload = json.loads((tmp_path / "result.json").read_text())
-    assert payload["name"] == "bandit-variance" and payload["passed"]
-    report = (tmp_path / "report.md").read_text()
-    assert "![variance_vs_baseline](variance_vs_baseline.png)" in report and "| b |" in report
-    assert "results written to" in capsys.readouterr().out
-
-
-def test_cli_list_and_errors(capsys):
-    assert main(["reproduce", "--list"]) == 0
-    assert "bandit-variance" in capsys.readouterr().out
-    assert main(["reproduce", "no-such-experiment"]) == 2
-    assert "unknown experiment" in capsys.readouterr().err
-    assert main(["reproduce", "bandit-variance", "--set", "nonsense=1"]) == 2
-    assert "no setting" in capsys.readouterr().err
-
-
-def test_markdown_cells_escape_pipes():
-    from pglab.report import markdown_table
-
-    table = markdown_table([{"claim": "|grad| >= 0", "value": 1.5}])
-    assert table.splitlines()[2] == "| \\|grad\\| >= 0 | 1.5 |"

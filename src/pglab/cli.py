@@ -57,6 +57,7 @@ def _parse_value(text: str, field_type: Any) -> Any:
 
 
 def _overrides(exp, args) -> dict[str, Any]:
+    """Config overrides from --set, --seeds and --backend (with --all, only where the experiment has the field)."""
     fields = {f.name: f for f in dataclasses.fields(exp.config_cls)}
     overrides: dict[str, Any] = {}
     for item in args.set or []:
@@ -69,6 +70,8 @@ def _overrides(exp, args) -> dict[str, Any]:
         if value is None:
             continue
         if key not in fields:
+            if args.all:
+                continue
             raise ValueError(f"experiment {exp.name!r} takes no --{key}; its settings: {sorted(fields)}")
         overrides[key] = value
     return overrides
