@@ -22,7 +22,7 @@ def print_result(result: Result, folder: Path | None = None, max_rows: int = 20)
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get whole columns
     for name, rows in result.tables.items():
         if not rows:
             continue
