@@ -14,8 +14,10 @@ from pglab.result import Result
 
 
 def format_value(value: Any) -> str:
-    """Numbers with 4 significant digits (integers and strings as they are)."""
-    if isinstance(value, bool) or value is None:
+    """Numbers with 4 significant digits (integers and strings as they are, None as an empty cell)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
         return str(value)
     if isinstance(value, int):
         return str(value)
