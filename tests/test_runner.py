@@ -1,5 +1,7 @@
 """run_seeds: every backend gives the same stacked numbers for the same seeds."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 import torch
@@ -31,8 +33,8 @@ def test_process_equals_serial():
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra is not installed")
 def test_ray_equals_serial():
-    pytest.importorskip("ray")
     serial = run_seeds(noisy_curve, range(3), updates=3)
     distributed = run_seeds(noisy_curve, range(3), backend="ray", workers=2, updates=3)
     for key in serial:

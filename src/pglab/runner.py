@@ -56,6 +56,9 @@ def _stack(curves: list[list[Any]]) -> np.ndarray | dict[str, np.ndarray]:
 
 
 def _run_ray(train, seeds, kwargs, counter: Counter, workers: int) -> list[list[Any]]:
+    # Ray otherwise addresses its own services through the machine's network address; with this
+    # setting (read when ray is first imported) every service listens and talks on 127.0.0.1 only.
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         import ray
     except ImportError:
