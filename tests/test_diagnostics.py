@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from pglab.estimators import batch_cosine, cosine, squared_deviations, total_variance
-from pglab.stats import bootstrap_se
+from pglab.stats import bootstrap_se, standard_error
 
 
 def test_total_variance_is_trace_of_covariance():
@@ -28,6 +28,11 @@ def test_cosine():
     assert cosine(torch.tensor([1.0, 0.0]), torch.tensor([0.0, 2.0])) == pytest.approx(0.0)
     with pytest.raises(ValueError, match="as many elements"):
         cosine(x, torch.ones(3))
+
+
+def test_standard_error_of_a_mean():
+    x = torch.tensor([[1.0, 2.0], [3.0, 2.0], [5.0, 2.0]], dtype=torch.float64)
+    assert standard_error(x).tolist() == pytest.approx([2.0 / 3**0.5, 0.0])
 
 
 def test_bootstrap_se_of_a_mean():

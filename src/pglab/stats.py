@@ -1,11 +1,18 @@
-"""Standard errors for the statistics experiments report (medians, ratios, cosines) by the bootstrap."""
+"""Standard errors for the statistics experiments report: of a mean, and of anything else by the bootstrap."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch
+
+
+def standard_error(x: torch.Tensor, dim: int = 0) -> torch.Tensor:
+    """Standard error of the mean along ``dim``: sample std / sqrt(n); x [N, ...] -> [...]."""
+    return x.std(dim) / math.sqrt(x.shape[dim])
 
 
 def bootstrap_se(statistic: Callable[[Any], float], samples: Any, resamples: int, rng: np.random.Generator) -> float:

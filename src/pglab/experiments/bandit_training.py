@@ -23,6 +23,7 @@ from pglab.experiments.registry import config_dict, experiment
 from pglab.plots import new_figure
 from pglab.result import Result
 from pglab.runner import single_torch_thread
+from pglab.stats import standard_error
 
 BASELINES = ("none", "running", "value")
 """No baseline; the running average of past rewards; the exact value J(theta) of the current policy."""
@@ -133,7 +134,7 @@ def summary_rows(baseline: str, values: torch.Tensor, best_prob: torch.Tensor, c
     n = values.shape[1]
     rows = []
     for step, seed_value in zip(config.checkpoints, SEED_MEAN_J[baseline]):
-        mean, se = float(values[step].mean()), float(values[step].std() / math.sqrt(n))
+        mean, se = float(values[step].mean()), float(standard_error(values[step]))
         rows.append({"baseline": baseline, "quantity": f"mean J at step {step}", "ours": mean, "se": se,
                      "seed": seed_value})
         result.check_close(f"{baseline}: mean J at step {step} vs seed", mean, seed_value,

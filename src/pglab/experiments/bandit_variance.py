@@ -17,6 +17,7 @@ from pglab.estimators import optimal_constant_baseline, softmax_score, squared_d
 from pglab.experiments.registry import config_dict, experiment
 from pglab.plots import new_figure
 from pglab.result import Result
+from pglab.stats import standard_error
 
 SEED_SWEEP = {0.0: 33.028, 3.0: 10.542, 5.0: 3.050, 6.0: 1.555, 6.5: 1.369, 7.0: 1.559, 8.0: 3.063,
               10.0: 10.572, 12.0: 24.081}
@@ -54,7 +55,7 @@ def mc_estimates(bandit: GaussianBandit, theta: torch.Tensor, baseline: float, n
 
 def variance_with_se(estimates: torch.Tensor) -> tuple[float, float]:
     """Total variance of [n, K] estimates and its standard error (from the per-sample squared deviations)."""
-    return float(total_variance(estimates)), float(squared_deviations(estimates).std() / math.sqrt(len(estimates)))
+    return float(total_variance(estimates)), float(standard_error(squared_deviations(estimates)))
 
 
 def one_step_table(bandit: GaussianBandit, lr: float) -> list[dict]:
@@ -149,14 +150,14 @@ def run(config: Config) -> Result:
 
     actions = bandit.sample_actions(theta, gen, n)
     scores = softmax_score(theta, actions)
-    mean_score, se_score = scores.mean(0), scores.std(0) / math.sqrt(n)
+    mean_score, se_score = scores.mean(0), standard_error(scores)
     result.check("mean score is zero", float(mean_score.abs().max()),
                  bool((mean_score.abs() <= k * se_score).all()), f"|mean| <= {k:g} se per arm",
                  f"se = {float(se_score.max()):.2g}")
     monte_carlo = []
     for label, b in (("no baseline", 0.0), ("b = 6.5", 6.5)):
         est = mc_estimates(bandit, theta, b, n, gen)
-        mean, se = est.mean(0), est.std(0) / math.sqrt(n)
+        mean, se = est.mean(0), standard_error(est)
         result.check(f"mean estimate = exact gradient, {label}", float((mean - exact_grad).abs().max()),
                      bool(((mean - exact_grad).abs() <= k * se).all()), f"every arm within {k:g} se",
                      f"se = {float(se.max()):.3g}")
@@ -176,7 +177,7 @@ def run(config: Config) -> Result:
     actions = bandit.sample_actions(theta, gen, n)
     rewards = bandit.sample_rewards(actions, gen)
     b_star_mc = float(optimal_constant_baseline(rewards, softmax_score(theta, actions)))
-    se_b_star = float(rewards.std() / math.sqrt(n))  # |score|^2 is the same for every arm at theta = 0
+    se_b_star = float(standard_error(rewards))  # |score|^2 is the same for every arm at theta = 0
     result.check_close("b* Monte Carlo vs exact", b_star_mc, b_star_exact, k * se_b_star,
                        f"{k:g} se of the weighted mean reward")
     value = float(bandit.exact_value(theta))

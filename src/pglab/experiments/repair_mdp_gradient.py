@@ -19,6 +19,7 @@ from pglab.envs.tabular import Episodes, repair_mdp, table_score
 from pglab.estimators import cosine, reinforce_loss, squared_deviations, total_variance
 from pglab.experiments.registry import config_dict, experiment
 from pglab.result import Result
+from pglab.stats import standard_error
 
 SEED_SHIFTS = {"0": (-0.8342, 0.9988), "-J": (-0.4056, 0.9992), "+5": (-17.0281, 0.7833)}
 SEED_BASELINES = {"none": (0.033, 0.034, 0.0071), "exact J": (0.028, 0.030, 0.0057),
@@ -68,7 +69,7 @@ def relative_noise(per_sample: torch.Tensor, exact: torch.Tensor) -> float:
 def variance_gap(first: torch.Tensor, second: torch.Tensor) -> tuple[float, float]:
     """Difference of the total variances of paired samples [N, P] and its standard error."""
     diff = float(total_variance(first) - total_variance(second))
-    return diff, float((squared_deviations(first) - squared_deviations(second)).std() / math.sqrt(len(first)))
+    return diff, float(standard_error(squared_deviations(first) - squared_deviations(second)))
 
 
 def surrogate_value_and_gradient(theta: torch.Tensor, episodes: Episodes,
@@ -83,7 +84,7 @@ def monte_carlo_rows(theta, exact, J, episodes: Episodes, config: Config, result
     """Seed 000 6.1: J vs mean return, the Monte Carlo gradient, and the surrogate under three shifts."""
     returns = episodes.episode_returns(1.0)
     n = len(returns)
-    se = float(returns.std() / math.sqrt(n))
+    se = float(standard_error(returns))
     result.check_close("mean return = exact J", float(returns.mean()), J, config.sigmas * se,
                        f"{config.sigmas:g} standard errors of the mean return, se = {se:.2g}")
     scores = trajectory_scores(theta, episodes)

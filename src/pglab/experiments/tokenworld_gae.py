@@ -6,7 +6,6 @@ replies with their probabilities, and beside the seed's printed number where it 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -18,6 +17,7 @@ from pglab.experiments.registry import config_dict, experiment
 from pglab.plots import new_figure
 from pglab.result import Result
 from pglab.runner import single_torch_thread
+from pglab.stats import standard_error
 
 SEED_START = {"V(start)": 0.5443, "Q(s0, A)": 0.6826, "Q(s0, B)": 0.3370,
               "A(s0, A)": 0.1382, "A(s0, B)": -0.2074}
@@ -177,7 +177,7 @@ def tradeoff(critics: dict[float, torch.Tensor], config: Config, gen: torch.Gene
                 row = rows[(noise, lam)]
                 row.update({f"bias2{suffix}": bias2, f"variance{suffix}": var, f"total{suffix}": bias2 + var})
                 if not suffix:
-                    row["variance se"] = float(sq_dev.std() / math.sqrt(len(sq_dev)))
+                    row["variance se"] = float(standard_error(sq_dev))
     for key, row in rows.items():
         seed = SEED_TRADEOFF.get(key, ("", "", ""))
         row.update({"seed bias2": seed[0], "seed variance": seed[1], "seed total": seed[2]})
