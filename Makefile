@@ -21,7 +21,7 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q -n 2 --dist loadfile
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/pglab bench --all

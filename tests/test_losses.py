@@ -1,11 +1,10 @@
 """Loss aggregation weights, detaching, and the guarded optimizer step."""
 
-import copy
 
 import pytest
 import torch
 
-from pglab.estimators import aggregate_loss, masked_mean, policy_gradient_step, reinforce_loss, softmax_score
+from pglab.estimators import aggregate_loss, masked_mean, reinforce_loss, softmax_score
 
 LENGTHS = torch.tensor([4, 8, 24])
 MASK = (torch.arange(24)[None] < LENGTHS[:, None]).double()
@@ -91,42 +90,3 @@ def test_detached_baseline_is_unbiased_attached_is_not():
     assert ((estimate - true_grad).abs() <= 4 * se).all()
     leaky = torch.autograd.grad((advantages * logp[:, 0]).mean(), theta)[0]   # the bug reinforce_loss prevents
     assert ((leaky - true_grad).norm() / true_grad.norm()).item() > 0.5
-
-
-def test_zero_advantage_step_is_skipped():
-    torch.manual_seed(0)
-    model = torch.nn.Linear(3, 2)
-    opt = torch.optim.Adam(model.parameters(), lr=0.1)
-    x = torch.randn(4, 3)
-    logp = torch.log_softmax(model(x), -1)[:, :1]
-    stats = policy_gradient_step(model, opt, reinforce_loss(logp, torch.ones(4), torch.ones(4, 1)))
-    assert not stats["skipped"] and stats["grad_norm"] > 0
-    before = copy.deepcopy(model.state_dict())
-    logp = torch.log_softmax(model(x), -1)[:, :1]
-    stats = policy_gradient_step(model, opt, reinforce_loss(logp, torch.zeros(4), torch.ones(4, 1)))
-    assert stats == {"loss": 0.0, "grad_norm": 0.0, "skipped": True, "reason": "zero gradient"}
-    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
-    # Without the guard, Adam's momentum moves the parameters on the same zero gradient.
-    logp = torch.log_softmax(model(x), -1)[:, :1]
-    policy_gradient_step(model, opt, reinforce_loss(logp, torch.zeros(4), torch.ones(4, 1)), skip_zero_grad=False)
-    assert not all(torch.equal(before[k], v) for k, v in model.state_dict().items())
-
-
-def test_non_finite_gradient_is_skipped():
-    model = torch.nn.Linear(2, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=1.0)
-    before = copy.deepcopy(model.state_dict())
-    loss = model(torch.tensor([[float("inf"), 1.0]])).sum()
-    stats = policy_gradient_step(model, opt, loss)
-    assert stats["skipped"] and stats["reason"] == "non-finite gradient"
-    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
-
-
-def test_clipping_reports_pre_clip_norm():
-    model = torch.nn.Linear(1, 1, bias=False)
-    with torch.no_grad():
-        model.weight.fill_(0.0)
-    opt = torch.optim.SGD(model.parameters(), lr=1.0)
-    stats = policy_gradient_step(model, opt, model(torch.tensor([[10.0]])).sum(), max_grad_norm=1.0)
-    assert stats["grad_norm"] == pytest.approx(10.0)
-    assert model.weight.item() == pytest.approx(-1.0)  # the step used the clipped gradient

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
-import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -103,31 +102,16 @@ def cmd_reproduce(args) -> int:
     return 0 if all(passed for _, _, passed in entries) else 1
 
 
-def benchmarks_dir() -> Path:
-    """benchmarks/ of the source checkout (pglab is installed in editable mode), else ./benchmarks."""
-    here = Path(__file__).resolve().parents[2] / "benchmarks"
-    return here if here.is_dir() else Path.cwd() / "benchmarks"
-
-
-def load_benchmark(name: str):
-    path = benchmarks_dir() / f"bench_{name}.py"
-    if not path.exists():
-        known = sorted(p.stem.removeprefix("bench_") for p in benchmarks_dir().glob("bench_*.py"))
-        raise ValueError(f"unknown benchmark {name!r}; known: {known}")
-    spec = importlib.util.spec_from_file_location(f"pglab_bench_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def cmd_bench(args) -> int:
-    known = sorted(p.stem.removeprefix("bench_") for p in benchmarks_dir().glob("bench_*.py"))
+    from pglab.bench import BENCHMARKS, run_benchmark
+
     if args.list or (not args.all and not args.name):
-        print("\n".join(known) if known else "no benchmarks found")
+        for name, summary in BENCHMARKS.items():
+            print(f"{name:<12} {summary}")
         return 0
     passed = True
-    for name in known if args.all else [args.name]:
-        result = load_benchmark(name).run(quick=args.quick)
+    for name in BENCHMARKS if args.all else [args.name]:
+        result = run_benchmark(name, quick=args.quick)
         folder = write_report(result, Path(args.out or DEFAULT_OUT) / f"bench-{name}")
         print_result(result, folder)
         passed &= result.passed
@@ -163,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
     rep.set_defaults(func=cmd_reproduce)
 
-    bench = sub.add_parser("bench", help="run a benchmark in benchmarks/")
+    bench = sub.add_parser("bench", help="run a speed benchmark (pglab bench --list)")
     bench.add_argument("name", nargs="?")
     bench.add_argument("--list", action="store_true")
     bench.add_argument("--all", action="store_true")

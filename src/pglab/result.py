@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import math
+import platform
+import subprocess
+import sys
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 
@@ -34,6 +39,7 @@ class Result:
     figures: dict[str, Any] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
     summary: str = ""
+    provenance: dict[str, Any] = field(default_factory=dict)
 
     def check(self, claim: str, value: float, passed: bool, expected: str, tolerance: str = "") -> bool:
         """Record a claim and return whether it held."""
@@ -62,3 +68,30 @@ class Result:
 
     def failed_checks(self) -> list[Check]:
         return [c for c in self.checks if not c.passed]
+
+
+def git_commit(folder: Path | None = None) -> str | None:
+    """The commit of the source checkout pglab runs from, or None outside a git checkout."""
+    folder = folder or Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def provenance(command: str | None = None) -> dict[str, Any]:
+    """Where a result came from: pglab version, git commit, UTC time, command line, Python, torch, platform."""
+    import torch
+
+    from pglab import __version__
+
+    return {
+        "pglab": __version__,
+        "commit": git_commit(),
+        "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": command if command is not None else " ".join(sys.argv),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+    }

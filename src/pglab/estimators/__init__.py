@@ -2,7 +2,7 @@
 
 Returns (``backward_scan``, ``discounted_returns``, ``gae``), baselines (``leave_one_out``,
 ``group_normalize``, ``normalize``, ``optimal_constant_baseline``, ``EMABaseline``), losses
-(``masked_mean``, ``aggregate_loss``, ``reinforce_loss``, ``policy_gradient_step``), the KL
+(``masked_mean``, ``aggregate_loss``, ``reinforce_loss``), the KL
 penalty (``kl_estimate``, ``exact_kl``, ``kl_shaped_rewards``), closed-form scores
 (``softmax_score``, ``gaussian_score``) and diagnostics (``total_variance``, ``squared_deviations``,
 ``cosine``, ``batch_cosine``).
@@ -17,7 +17,7 @@ from pglab.estimators.baselines import (
 )
 from pglab.estimators.diagnostics import batch_cosine, cosine, squared_deviations, total_variance
 from pglab.estimators.kl import exact_kl, kl_estimate, kl_shaped_rewards
-from pglab.estimators.losses import aggregate_loss, masked_mean, policy_gradient_step, reinforce_loss
+from pglab.estimators.losses import aggregate_loss, masked_mean, reinforce_loss
 from pglab.estimators.returns import backward_scan, discounted_returns, gae
 from pglab.estimators.score import gaussian_score, softmax_score
 
@@ -38,7 +38,6 @@ __all__ = [
     "masked_mean",
     "normalize",
     "optimal_constant_baseline",
-    "policy_gradient_step",
     "reinforce_loss",
     "softmax_score",
     "squared_deviations",

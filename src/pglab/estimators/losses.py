@@ -1,4 +1,4 @@
-"""From per-token terms to a scalar loss, and one guarded optimizer step.
+"""From per-token terms to a scalar loss.
 
 The aggregation mode sets the weight of every policy token in the gradient (L_n = policy tokens
 of trajectory n, B = trajectories, C = ``norm_const``):
@@ -16,8 +16,6 @@ Only ``seq_mean_token_sum`` is the estimator as derived; the others rescale it.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 
@@ -87,39 +85,4 @@ def reinforce_loss(
     return aggregate_loss(-advantages.detach() * logp, mask, mode, norm_const)
 
 
-def policy_gradient_step(
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    loss: torch.Tensor,
-    *,
-    max_grad_norm: float | None = 1.0,
-    skip_zero_grad: bool = True,
-) -> dict:
-    """Backward, clip the global gradient norm, and step, unless the gradient carries no signal.
-
-    Returns dict(loss, grad_norm (before clipping), skipped, reason). The step is skipped (the
-    parameters stay bit-identical, no optimizer state moves) when the gradient is not finite
-    (reason "non-finite gradient") or, with ``skip_zero_grad``, exactly zero (reason "zero
-    gradient": e.g. a batch whose advantages are all 0, where Adam's momentum would still move).
-    """
-    optimizer.zero_grad(set_to_none=False)
-    loss.backward()
-    params = [p for p in model.parameters() if p.grad is not None]
-    grads = [p.grad for p in params]
-    grad_norm = float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))) if grads else 0.0
-    reason = None
-    if not math.isfinite(grad_norm):
-        reason = "non-finite gradient"
-    elif grad_norm == 0.0 and skip_zero_grad:
-        reason = "zero gradient"
-    if reason is None:
-        if max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
-        optimizer.step()
-    else:
-        optimizer.zero_grad(set_to_none=False)
-    loss_value = float(loss.detach())
-    return {"loss": loss_value, "grad_norm": grad_norm, "skipped": reason is not None, "reason": reason}
-
-
-__all__ = ["MODES", "masked_mean", "aggregate_loss", "reinforce_loss", "policy_gradient_step"]
+__all__ = ["MODES", "masked_mean", "aggregate_loss", "reinforce_loss"]

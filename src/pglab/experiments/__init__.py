@@ -1,20 +1,14 @@
-"""One module per chapter experiment; each registers a function Config -> Result.
+"""One module per book experiment, found through the lazy catalogue in :mod:`pglab.experiments.registry`.
 
 Use :func:`run_experiment` (or ``pglab reproduce NAME``) to run one by name.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Any
 
-from pglab.experiments.registry import Experiment, experiment_names, get_experiment
+from pglab.experiments.registry import CATALOGUE, Experiment, experiment_names, get_experiment
 from pglab.result import Result
-
-for _module in pkgutil.iter_modules(__path__):
-    if _module.name != "registry":
-        importlib.import_module(f"{__name__}.{_module.name}")
 
 
 def run_experiment(name: str, quick: bool = False, **overrides: Any) -> Result:
@@ -22,4 +16,4 @@ def run_experiment(name: str, quick: bool = False, **overrides: Any) -> Result:
     return get_experiment(name).run(quick=quick, **overrides)
 
 
-__all__ = ["Experiment", "experiment_names", "get_experiment", "run_experiment"]
+__all__ = ["CATALOGUE", "Experiment", "experiment_names", "get_experiment", "run_experiment"]

@@ -18,7 +18,6 @@ import torch
 
 from pglab.envs.bandit import GaussianBandit
 from pglab.experiments.bandit_training import train
-from pglab.experiments.registry import config_dict, experiment
 from pglab.plots import new_figure
 from pglab.result import Result
 
@@ -108,18 +107,16 @@ def count_row(method: str, arm: torch.Tensor, best: int, shown: int) -> dict:
             "all runs: uncommitted rate": float((arm < 0).double().mean())}
 
 
-@experiment("bandit-race", "seed 001's race: 12 runs on rewards 1, 2, 4 + 10, without and with a running baseline",
-            Config)
-def run(config: Config) -> Result:
+def run(config: Config, result: Result) -> None:
     if config.rate_runs < config.seeds:
         raise ValueError(f"rate_runs={config.rate_runs} must be >= seeds={config.seeds}; raise rate_runs")
     if not 0.5 <= config.commit < 1.0:
         raise ValueError(f"commit must be in [0.5, 1) so that at most one arm is committed to, got {config.commit}")
-    result = Result("bandit-race", config_dict(config), summary=(
+    result.summary = (
         f"Seed 001's baseline race: arms pay {config.rewards} + {config.offset:g} with noise sd {config.sd:g}, "
         f"lr {config.lr:g}, {config.steps} single-pull steps from the uniform policy. A run is committed to an "
         f"arm when its probability exceeds {config.commit:g}. The first {config.seeds} runs (the demo) are drawn "
-        f"and counted; all {config.rate_runs} runs per method measure the rate."))
+        f"and counted; all {config.rate_runs} runs per method measure the rate.")
     bandit = GaussianBandit([r + config.offset for r in config.rewards], config.sd)
     best = int(bandit.means.argmax())
     rows, paths, arms = [], {}, {}
@@ -149,4 +146,3 @@ def run(config: Config) -> Result:
     result.check_range("running-average baseline: wrong-commit rate", with_baseline["all runs: wrong rate"],
                        high=0.01, tolerance="at 1% a 12-run demo would show a wrong run only 11% of the time")
     result.figures["paths_on_triangle"] = race_figure(paths, arms, best)
-    return result

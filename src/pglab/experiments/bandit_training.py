@@ -19,7 +19,6 @@ import torch
 
 from pglab.envs.bandit import GaussianBandit
 from pglab.estimators import EMABaseline, softmax_score
-from pglab.experiments.registry import config_dict, experiment
 from pglab.plots import new_figure
 from pglab.result import Result
 from pglab.runner import single_torch_thread
@@ -174,16 +173,14 @@ def training_figure(values: dict[str, torch.Tensor]):
     return fig
 
 
-@experiment("bandit-training", "REINFORCE on the 4-armed bandit, 200 seeds: no / running / exact-value baseline "
-            "(seed 004)", Config)
-def run(config: Config) -> Result:
+def run(config: Config, result: Result) -> None:
     if max(config.checkpoints) > config.steps:
         raise ValueError(f"checkpoints {config.checkpoints} go past steps={config.steps}; lower them or raise steps")
-    result = Result("bandit-training", config_dict(config), summary=(
+    result.summary = (
         f"{config.seeds} REINFORCE runs per baseline on the Gaussian bandit with means {config.means}, one pull "
         f"per step, lr {config.lr:g}, from theta = 0. J is the exact value of each run's policy. The running "
         "baseline is the average of the rewards seen before the current pull (0 at the first). Comparisons "
-        f"with the seed hold within {config.sigmas:g} standard errors computed over seeds."))
+        f"with the seed hold within {config.sigmas:g} standard errors computed over seeds.")
     bandit = GaussianBandit(config.means, config.sd)
     best = int(bandit.means.argmax())
     rows, count_rows, values = [], [], {}
@@ -209,4 +206,3 @@ def run(config: Config) -> Result:
     result.tables["training_summary"] = rows
     result.tables["final_most_likely_arm"] = count_rows
     result.figures["mean_J_with_band"] = training_figure(values)
-    return result

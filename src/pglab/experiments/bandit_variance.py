@@ -14,7 +14,6 @@ import torch
 
 from pglab.envs.bandit import GaussianBandit
 from pglab.estimators import optimal_constant_baseline, softmax_score, squared_deviations, total_variance
-from pglab.experiments.registry import config_dict, experiment
 from pglab.plots import new_figure
 from pglab.result import Result
 from pglab.stats import standard_error
@@ -129,13 +128,11 @@ def variance_figure(bandit: GaussianBandit, sweep: list[dict], value: float, b_s
     return fig
 
 
-@experiment("bandit-variance", "score-function estimator on a Gaussian bandit vs closed forms (seeds 001, 004)",
-            Config)
-def run(config: Config) -> Result:
-    result = Result("bandit-variance", config_dict(config), summary=(
+def run(config: Config, result: Result) -> None:
+    result.summary = (
         "REINFORCE on a Gaussian bandit under a softmax policy. Every Monte Carlo number sits beside its "
         "closed form (`GaussianBandit.exact_*`) and the seed's printed value; Monte Carlo claims hold "
-        f"within {config.sigmas:g} standard errors computed from the samples."))
+        f"within {config.sigmas:g} standard errors computed from the samples.")
     gen = torch.Generator().manual_seed(config.seed)
     bandit = GaussianBandit(config.means, config.sd)
     theta = torch.zeros(bandit.n_arms, dtype=torch.float64)
@@ -206,4 +203,3 @@ def run(config: Config) -> Result:
     result.metrics.update({"J": value, "b_star": b_star_exact, "variance_no_baseline": sweep[0]["exact"],
                            "variance_at_b_star": float(bandit.exact_total_variance(theta, b_star_exact))})
     result.figures["variance_vs_baseline"] = variance_figure(bandit, sweep, value, b_star_exact)
-    return result

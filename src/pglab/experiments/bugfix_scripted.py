@@ -26,7 +26,6 @@ from pglab.envs.bugfix import (
     scripted_rollout,
 )
 from pglab.envs.bugfix.scripted import KINDS
-from pglab.experiments.registry import config_dict, experiment
 from pglab.plots import new_figure
 from pglab.progress import track
 from pglab.result import Result
@@ -96,14 +95,13 @@ def pass_rate_figure(rows: list[dict]):
     return fig
 
 
-@experiment("bugfix-scripted", "scripted random, blind and oracle play on BugFixEnv, measured and exact", Config)
-def run(config: Config) -> Result:
+def run(config: Config, result: Result) -> None:
     grader = default_grader()
-    result = Result("bugfix-scripted", config_dict(config), summary=(
+    result.summary = (
         "Scripted policies on BugFixEnv: random (uniform over the nine valid calls), blind (one op guessed "
         "uniformly, then submit) and oracle (read, the right op, test, submit; told the family). Pass rate = "
         "submitted and every hidden test passes. `exact_pass_rate` is the expectation computed by dynamic "
-        "programming over the episode with the same ops and grader."))
+        "programming over the episode with the same ops and grader.")
     rows = []
     for k, kind in enumerate(KINDS):
         policy = scripted_policy(kind, config.seed + k)
@@ -136,4 +134,3 @@ def run(config: Config) -> Result:
                  all(r["bug: repaired"] == r["tasks"] for r in right), "1")
     result.figures["pass_rates"] = pass_rate_figure(rows)
     result.metrics.update({f"{r['policy']}_{r['split']}_pass_rate": r["pass_rate"] for r in rows})
-    return result

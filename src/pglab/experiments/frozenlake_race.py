@@ -19,7 +19,6 @@ import torch
 
 from pglab.envs.tabular import Episodes, frozen_lake
 from pglab.estimators import normalize, reinforce_loss
-from pglab.experiments.registry import config_dict, experiment
 from pglab.plots import new_figure
 from pglab.result import Result
 from pglab.runner import run_seeds
@@ -200,19 +199,17 @@ def race_figures(runs: dict[str, dict[str, np.ndarray]], config: Config) -> dict
     return {"success_rate": success, "entropy": entropy}
 
 
-@experiment("frozenlake-race", "five REINFORCE weightings x 20 seeds on FrozenLake: speed vs step size (seed 003)",
-            Config)
-def run(config: Config) -> Result:
+def run(config: Config, result: Result) -> None:
     unknown = set(config.variants) - set(VARIANTS)
     if unknown or "normalised" not in config.variants or "centred" not in config.variants:
         raise ValueError(f"variants must be drawn from {VARIANTS} and include 'normalised' and 'centred'; "
                          f"got {config.variants}")
-    result = Result("frozenlake-race", config_dict(config), summary=(
+    result.summary = (
         f"{len(config.variants)} weightings x {config.seeds} seeds x {config.updates} updates of REINFORCE on the "
         f"calm 4x4 FrozenLake (no time limit), plain SGD at alpha = {config.alpha:g}, "
         f"{config.batch_episodes} episodes per update, value step {config.alpha_v:g}. Updates-to-90% counts the "
         f"updates before the first {config.smooth}-update window whose mean batch success reaches "
-        f"{config.target:g}. Standard errors come from a bootstrap over seeds."))
+        f"{config.target:g}. Standard errors come from a bootstrap over seeds.")
     curves = run_seeds(train, range(len(config.variants) * config.seeds), backend=config.backend,
                        description="race runs", variants=tuple(config.variants), per_variant=config.seeds,
                        updates=config.updates, batch_episodes=config.batch_episodes, alpha=config.alpha,
@@ -253,4 +250,3 @@ def run(config: Config) -> Result:
     result.metrics.update({f"median_to90_{v}": m for v, m in medians.items()})
     result.metrics["step_ratio_normalised_over_centred"] = ratio
     result.figures.update(race_figures(runs, config))
-    return result

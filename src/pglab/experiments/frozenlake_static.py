@@ -17,7 +17,6 @@ import torch
 from pglab.envs.tabular import Episodes, TabularMDP, frozen_lake
 from pglab.estimators import cosine
 from pglab.experiments.frozenlake_race import ascent_direction, reinforce_updates, step_weights
-from pglab.experiments.registry import config_dict, experiment
 from pglab.result import Result
 from pglab.stats import bootstrap_se
 
@@ -122,14 +121,12 @@ def relative_variance(estimates: torch.Tensor) -> float:
     return float((estimates - mean).pow(2).sum(-1).mean() / mean.pow(2).sum())
 
 
-@experiment("frozenlake-static",
-            "four divisors and five estimators vs the exact gradient at a frozen policy (seed 003)", Config)
-def run(config: Config) -> Result:
-    result = Result("frozenlake-static", config_dict(config), summary=(
+def run(config: Config, result: Result) -> None:
+    result.summary = (
         f"A probe policy trained for {config.probe_updates} updates and frozen; exact J, grad J and V^pi by the "
         f"linear solve on the calm 4x4 FrozenLake (gamma = {config.gamma:g}, no time limit). Every estimate is the "
         "minus-gradient of pglab's reinforce_loss; standard errors of derived quantities come from a bootstrap "
-        "over the draws, paired across estimators (they share the batches)."))
+        "over the draws, paired across estimators (they share the batches).")
     mdp = frozen_lake(is_slippery=False, gamma=config.gamma)
     theta = train_probe(config)
     J, exact = float(mdp.exact_value(theta)), mdp.exact_gradient(theta)
@@ -180,4 +177,3 @@ def run(config: Config) -> Result:
                        tolerance=f"centred ~ normalised: their gap ({diff:.3g}, bootstrap se {se:.3g}) is under half "
                                  "the rung above (seed: 0.2 against 3.5)")
     result.metrics.update({f"relative_variance_{k}": v for k, v in rel.items()})
-    return result

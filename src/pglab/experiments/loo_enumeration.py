@@ -16,7 +16,6 @@ import torch
 
 from pglab.envs.tabular import enumerate_trajectories, table_score, two_state_problem
 from pglab.estimators import group_normalize, leave_one_out
-from pglab.experiments.registry import config_dict, experiment
 from pglab.result import Result
 
 EXACT = 1e-12
@@ -50,13 +49,11 @@ def batch_expectations(probs: torch.Tensor, returns: torch.Tensor, scores: torch
     return expectation(leave_one_out(batch_returns)), expectation(group_normalize(batch_returns, scale="none"))
 
 
-@experiment("loo-enumeration", "exact enumeration: E[leave-one-out] = grad J, E[centred] = (n-1)/n grad J (seed 003)",
-            Config)
-def run(config: Config) -> Result:
-    result = Result("loo-enumeration", config_dict(config), summary=(
+def run(config: Config, result: Result) -> None:
+    result.summary = (
         "Two states visited in order, two actions each, reward r[s, a]; theta is a generic 2 x 2 table. "
         "Trajectory scores come from the closed-form softmax score (no autograd); every expectation is an exact "
-        f"finite sum over all batches, compared to within {EXACT:g}."))
+        f"finite sum over all batches, compared to within {EXACT:g}.")
     mdp = two_state_problem(config.rewards)
     table = np.random.default_rng(config.seed).standard_normal((2, 2))
     theta = torch.cat([torch.tensor(table), torch.zeros(1, 2, dtype=torch.float64)])  # the terminal row is unused
@@ -84,4 +81,3 @@ def run(config: Config) -> Result:
                            "float64 finite sums")
     result.tables["enumeration"] = rows
     result.metrics["grad_norm"] = float(exact.norm())
-    return result

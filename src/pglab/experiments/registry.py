@@ -1,70 +1,143 @@
-"""The experiment registry: ``@experiment(name, summary, Config)`` on a function ``Config -> Result``.
+"""The experiment registry: a catalogue of names, imported lazily.
 
-Each experiment module registers itself when :mod:`pglab.experiments` is imported, so adding an
-experiment is adding one module. A Config is a dataclass with a docstring per field; its class
-attribute ``QUICK`` (a dict of field overrides) gives the reduced size used by tests and ``--quick``.
+Each experiment is a module with a ``Config`` dataclass (a docstring per field; a class attribute
+``QUICK`` holds the reduced size used by tests and ``--quick``; ``MIN_SEEDS`` the fewest seeds its
+statistics accept) and a function ``run(config, result)`` that fills in the ``Result`` the registry
+made for it. The name and summary live here only, so ``pglab reproduce --list`` imports no
+experiment, and an experiment with optional dependencies imports them inside ``run``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import importlib
+import types
+import typing
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
-from pglab.result import Result
+from pglab.result import Result, provenance
+
+CATALOGUE: dict[str, tuple[str, str]] = {
+    "bandit-variance": ("bandit_variance", "score-function estimator on a Gaussian bandit vs closed forms "
+                                           "(course-ch7, llm-ch6)"),
+    "bandit-training": ("bandit_training", "REINFORCE on the 4-armed bandit, 200 seeds: no / running / exact-value "
+                                           "baseline (llm-ch6 §6.4)"),
+    "bandit-race": ("bandit_race", "12 runs on rewards 1, 2, 4 + 10, without and with a running baseline "
+                                   "(course-ch7 demo 2)"),
+    "loo-enumeration": ("loo_enumeration", "exact enumeration: E[leave-one-out] = grad J, E[centred] = (n-1)/n grad J "
+                                           "(d2l-14.6)"),
+    "repair-mdp-gradient": ("repair_mdp_gradient", "REINFORCE vs the exact gradient on the 7-state repair MDP; "
+                                                   "shifts and baselines (agents-ch6 §6.2)"),
+    "frozenlake-static": ("frozenlake_static", "four divisors and five estimators vs the exact gradient over a sweep "
+                                               "of frozen policies (d2l-14.6)"),
+    "frozenlake-race": ("frozenlake_race", "five REINFORCE weightings x 20 seeds on FrozenLake: speed vs step size "
+                                           "(d2l-14.6)"),
+    "tokenworld-gae": ("tokenworld_gae", "token world: exact V/Q/A, TD errors, GAE bias/variance over lambda "
+                                         "(llm-ch6 §6.9-6.10)"),
+    "tokenworld-training": ("tokenworld_training", "token world: REINFORCE vs leave-one-out vs GAE + learned critic, "
+                                                   "+5 shift (llm-ch6 §6.10)"),
+    "bugfix-scripted": ("bugfix_scripted", "scripted random, blind and oracle play on BugFixEnv, measured and exact "
+                                           "(agents-ch6 §6.2)"),
+}
+"""name -> (module in pglab.experiments, one-line summary)."""
 
 
 @dataclass(frozen=True)
 class Experiment:
     name: str
+    module_name: str
     summary: str
-    config_cls: type
-    fn: Callable[[Any], Result]
+
+    def module(self) -> ModuleType:
+        return importlib.import_module(f"pglab.experiments.{self.module_name}")
+
+    @property
+    def config_cls(self) -> type:
+        return self.module().Config
+
+    def fields(self) -> dict[str, type]:
+        """Setting name -> its type, from the Config's annotations."""
+        hints = typing.get_type_hints(self.config_cls)
+        return {f.name: hints[f.name] for f in dataclasses.fields(self.config_cls)}
 
     def config(self, quick: bool = False, **overrides: Any) -> Any:
-        """A Config with defaults, then the QUICK overrides (if asked), then ``overrides``."""
-        fields = {f.name: f for f in dataclasses.fields(self.config_cls)}
+        """A Config with defaults, then the QUICK overrides (if asked), then ``overrides``, each type-checked."""
+        fields = self.fields()
         unknown = sorted(set(overrides) - set(fields))
         if unknown:
-            raise ValueError(
-                f"experiment {self.name!r} has no setting(s) {unknown}; known settings: {sorted(fields)}"
-            )
+            raise ValueError(f"experiment {self.name!r} has no setting(s) {unknown}; its settings: {sorted(fields)}")
         values = dict(getattr(self.config_cls, "QUICK", {})) if quick else {}
-        values.update(overrides)
-        return self.config_cls(**values)
+        values.update({k: check_type(f"{self.name}: {k}", v, fields[k]) for k, v in overrides.items()})
+        config = self.config_cls(**values)
+        self.check_seeds(config)
+        return config
 
-    def run(self, quick: bool = False, **overrides: Any) -> Result:
-        """Run with the given settings and return the Result."""
-        return self.fn(self.config(quick=quick, **overrides))
+    def check_seeds(self, config: Any) -> None:
+        """Refuse a seed count below the experiment's MIN_SEEDS and a negative first seed."""
+        least = getattr(self.config_cls, "MIN_SEEDS", 1)
+        if hasattr(config, "seeds") and config.seeds < least:
+            raise ValueError(f"{self.name} needs --seeds >= {least}, got {config.seeds}")
+        if getattr(config, "first_seed", 0) < 0:
+            raise ValueError(f"{self.name}: --first-seed must be >= 0, got {config.first_seed}")
+
+    def run(self, quick: bool = False, command: str | None = None, **overrides: Any) -> Result:
+        """Run with the given settings and return the Result (its header and provenance filled in here)."""
+        config = self.config(quick=quick, **overrides)
+        result = Result(self.name, dataclasses.asdict(config), provenance=provenance(command))
+        self.module().run(config, result)
+        return result
 
 
-_REGISTRY: dict[str, Experiment] = {}
+def check_type(label: str, value: Any, annotation: Any) -> Any:
+    """``value`` as the type ``annotation`` names (int -> float and list -> tuple are accepted); ValueError else."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        for option in typing.get_args(annotation):
+            try:
+                return check_type(label, value, option)
+            except ValueError:
+                pass
+        raise ValueError(f"{label} expects {_type_name(annotation)}, got {value!r}")
+    if origin is typing.Literal:
+        if value in typing.get_args(annotation):
+            return value
+        raise ValueError(f"{label} expects one of {list(typing.get_args(annotation))}, got {value!r}")
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{label} expects a tuple such as (1, 2), got {value!r}")
+        args = typing.get_args(annotation)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(check_type(label, v, args[0]) for v in value)
+        if len(args) != len(value):
+            raise ValueError(f"{label} expects {len(args)} values, got {len(value)}")
+        return tuple(check_type(label, v, a) for v, a in zip(value, args))
+    if annotation is type(None):
+        if value is None:
+            return None
+    elif annotation is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif annotation is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif annotation is Any or isinstance(value, annotation):
+        return value
+    raise ValueError(f"{label} expects {_type_name(annotation)}, got {value!r}")
 
 
-def experiment(name: str, summary: str, config_cls: type) -> Callable[[Callable[[Any], Result]], Callable]:
-    """Register ``fn(config) -> Result`` under ``name``."""
-
-    def register(fn: Callable[[Any], Result]) -> Callable[[Any], Result]:
-        if name in _REGISTRY:
-            raise ValueError(f"experiment {name!r} is registered twice")
-        _REGISTRY[name] = Experiment(name, summary, config_cls, fn)
-        return fn
-
-    return register
+def _type_name(annotation: Any) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
 def get_experiment(name: str) -> Experiment:
-    """The registered experiment called ``name``; ValueError listing the known names otherwise."""
-    if name not in _REGISTRY:
-        raise ValueError(f"unknown experiment {name!r}; `pglab reproduce --list` shows: {sorted(_REGISTRY)}")
-    return _REGISTRY[name]
+    """The experiment called ``name``; ValueError listing the known names otherwise."""
+    if name not in CATALOGUE:
+        raise ValueError(f"unknown experiment {name!r}; `pglab reproduce --list` shows: {', '.join(sorted(CATALOGUE))}")
+    module_name, summary = CATALOGUE[name]
+    return Experiment(name, module_name, summary)
 
 
 def experiment_names() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-def config_dict(config: Any) -> dict[str, Any]:
-    """A Config as a plain dict, for Result.config."""
-    return dataclasses.asdict(config)
+    return list(CATALOGUE)

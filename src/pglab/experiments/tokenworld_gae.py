@@ -13,7 +13,6 @@ import torch
 
 from pglab.envs.tokenworld import A, B, TokenWorld, at_states
 from pglab.estimators import gae
-from pglab.experiments.registry import config_dict, experiment
 from pglab.plots import new_figure
 from pglab.result import Result
 from pglab.runner import single_torch_thread
@@ -246,14 +245,12 @@ def tradeoff_figure(rows: list[dict], noises: tuple[float, ...]):
     return fig
 
 
-@experiment("tokenworld-gae", "token world: exact V/Q/A, TD errors, GAE bias/variance over lambda (seed 004)",
-            Config)
-def run(config: Config) -> Result:
-    result = Result("tokenworld-gae", config_dict(config), summary=(
+def run(config: Config, result: Result) -> None:
+    result.summary = (
         f"The {WORLD.length}-token world (reward 1 for at least {WORLD.need} A's) under P(A) = {P_A:g}: "
         "exact values, one episode graded by a rough critic, and GAE's squared error against the exact "
         f"advantage split into bias^2 and variance over {config.episodes:,} sampled replies, beside the same "
-        "split computed exactly by enumerating every reply. Critics are exact V plus noise drawn once per state."))
+        "split computed exactly by enumerating every reply. Critics are exact V plus noise drawn once per state.")
     gen = torch.Generator().manual_seed(config.seed)
     critics = {noise: critic_table(noise, gen) for noise in config.noises}
     result.tables["start"] = start_table(result)
@@ -264,4 +261,3 @@ def run(config: Config) -> Result:
     result.tables["tradeoff"] = rows
     check_tradeoff(rows, config, result)
     result.figures["tradeoff"] = tradeoff_figure(rows, config.noises)
-    return result

@@ -19,7 +19,6 @@ import torch
 
 from pglab.envs.tokenworld import TokenWorld, at_states
 from pglab.estimators import discounted_returns, gae, leave_one_out, reinforce_loss
-from pglab.experiments.registry import config_dict, experiment
 from pglab.plots import new_figure
 from pglab.progress import track
 from pglab.result import Result
@@ -204,17 +203,15 @@ def curves_figure(curves: dict, shift: float):
     return fig
 
 
-@experiment("tokenworld-training", "token world: REINFORCE vs leave-one-out vs GAE + learned critic, +5 shift "
-            "(seed 004)", Config)
-def run(config: Config) -> Result:
+def run(config: Config, result: Result) -> None:
     if config.updates < SPREAD_AT:
         raise ValueError(f"updates={config.updates} is too short: pass at least {SPREAD_AT} (the spread is compared "
                          f"at update {SPREAD_AT})")
-    result = Result("tokenworld-training", config_dict(config), summary=(
+    result.summary = (
         f"{config.seeds} seeds x {config.updates} updates x {config.episodes} replies in the 6-token world, from "
         f"P(A) = {config.init_p_a:g} everywhere; success is the exact success probability of each seed's policy. "
         f"Every method runs once on rewards 0 / 1 and once with +{config.shift:g} on every reward, from the same "
-        "generator seed."))
+        "generator seed.")
     methods = method_names(config.lambdas)
     curves: dict[float, dict[str, torch.Tensor]] = {}
     with single_torch_thread():
@@ -227,4 +224,3 @@ def run(config: Config) -> Result:
     check_claims(curves, config, result)
     result.figures["curves"] = curves_figure({k: {n: c.numpy() for n, c in v.items()} for k, v in curves.items()},
                                              config.shift)
-    return result

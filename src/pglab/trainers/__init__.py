@@ -1,1 +1,4 @@
-"""Trainers: REINFORCE for token-sequence agents, and for Hugging Face causal LMs."""
+"""Trainers: every training loop of the lab, as functions with explicit arguments (no experiment Config).
+
+step (the guarded optimizer step), bandit, tabular, tokenworld, and the agent and LM trainers.
+"""

@@ -1,6 +1,6 @@
 """bench tabular: the lockstep sampler against gymnasium's FrozenLake one episode at a time, and the race's wall time.
 
-Loaded by path by ``pglab bench tabular``. Both samplers run the calm lake without a time limit
+Run by ``pglab bench tabular``. Both samplers run the calm lake without a time limit
 under the uniform policy on one thread (torch ops and gymnasium's Python loop alike), in
 alternating rounds after a warm-up so that a busy machine slows both; the reference loop draws each action by
 an inverse-CDF lookup in numpy (cheaper than calling a torch policy per step).
@@ -85,7 +85,7 @@ def run(quick: bool = False) -> Result:
     race = get_experiment("frozenlake-race")
     config = race.config(quick=quick, backend="process")
     start = time.perf_counter()
-    race_result = race.fn(config)
+    race_result = race.run(quick=quick, backend="process")
     race_s = time.perf_counter() - start
     size = f"{len(config.variants)} variants x {config.seeds} seeds x {config.updates} updates"
     result.tables["race"] = [{"experiment": f"frozenlake-race, {size}, backend process", "seconds": race_s,

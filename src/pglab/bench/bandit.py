@@ -2,7 +2,7 @@
 
 bandit-training is also timed against a plain per-seed Python loop measured in the same run.
 
-Loaded by path by ``pglab bench bandit``. The loop replays the vectorised run's own draws for a subset
+Run by ``pglab bench bandit``. The loop replays the vectorised run's own draws for a subset
 of seeds, so it does no sampling: the speed-up it reports is a lower bound.
 """
 
@@ -29,11 +29,11 @@ def run(quick: bool = False) -> Result:
         "training alone, vectorised over seeds versus a plain Python loop over one seed at a time."))
 
     start = time.perf_counter()
-    exp.fn(config)
+    exp.run(quick=quick)
     experiment_s = time.perf_counter() - start
     variance_exp = get_experiment("bandit-variance")
     start = time.perf_counter()
-    variance_exp.fn(variance_exp.config(quick=quick))
+    variance_exp.run(quick=quick)
     variance_s = time.perf_counter() - start
 
     bandit = GaussianBandit(config.means, config.sd)

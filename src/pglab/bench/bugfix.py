@@ -1,6 +1,6 @@
 """bench bugfix: environment steps per second of scripted random play on BugFixEnv.
 
-Loaded by path by ``pglab bench bugfix``. Three measurements in the same run, on the training tasks:
+Run by ``pglab bench bugfix``. Three measurements in the same run, on the training tasks:
 warm (the grader's cache already holds every program random play can reach, so a step does no
 process work), cold (an empty cache: each new program runs in the sandbox once), and a
 reference with the cache off (every test, submit and episode end runs the sandbox). The cold run

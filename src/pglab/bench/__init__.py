@@ -1,0 +1,25 @@
+"""Benchmarks run by ``pglab bench NAME``: each times pglab against a reference measured in the same run.
+
+Every module has ``run(quick=False) -> Result``; its claims are ratios, never absolute times, so
+that a busy machine slows both sides alike.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from pglab.result import Result
+
+BENCHMARKS: dict[str, str] = {
+    "bandit": "vectorised bandit trainer vs a per-run loop; bandit-variance wall time",
+    "tabular": "lockstep tabular sampler vs gymnasium's FrozenLake; frozenlake-race wall time",
+    "bugfix": "BugFixEnv steps/s warm and cold, and programs graded per second by isolation layer",
+}
+"""name -> one-line summary; the module is pglab.bench.NAME."""
+
+
+def run_benchmark(name: str, quick: bool = False) -> Result:
+    """Run the benchmark ``name``; ValueError naming the known ones otherwise."""
+    if name not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark {name!r}; `pglab bench --list` shows: {', '.join(BENCHMARKS)}")
+    return importlib.import_module(f"pglab.bench.{name}").run(quick=quick)
