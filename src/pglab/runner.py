@@ -1,7 +1,8 @@
 """run_seeds: run one training function for many seeds, serially, in processes, or on Ray.
 
-``train(seed, **kwargs)`` is a generator that yields one curve point per update: a number, an
-array, or a dict of those. ``run_seeds`` collects every seed's points and stacks them to
+``train(job, **kwargs)`` is a generator that yields one curve point per update: a number, an
+array, or a dict of those. A job is an RNG seed or any picklable spec that holds one (a dataclass
+such as ``RaceJob(variant, seed)``). ``run_seeds`` collects every seed's points and stacks them to
 [seeds, updates, ...] (a dict of such arrays when the points are dicts). The same seeds give the
 same numbers on every backend: each seed runs alone, its randomness comes only from its seed, and
 each worker uses one torch thread.
@@ -40,7 +41,7 @@ def single_torch_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def _collect(train: Callable[..., Iterator[Any]], seed: int, kwargs: dict[str, Any]) -> list[Any]:
+def _collect(train: Callable[..., Iterator[Any]], seed: Any, kwargs: dict[str, Any]) -> list[Any]:
     with single_torch_thread():
         return list(train(seed, **kwargs))
 
@@ -86,14 +87,14 @@ def _run_ray(train, seeds, kwargs, counter: Counter, workers: int) -> list[list[
 
 def run_seeds(
     train: Callable[..., Iterator[Any]],
-    seeds: Sequence[int],
+    seeds: Sequence[Any],
     *,
     backend: str = "serial",
     workers: int | None = None,
     description: str = "seeds",
     **kwargs: Any,
 ) -> np.ndarray | dict[str, np.ndarray]:
-    """Run ``train(seed, **kwargs)`` for every seed and stack the curves to [seeds, updates, ...].
+    """Run ``train(job, **kwargs)`` for every job (a seed or a picklable job spec); stack to [jobs, updates, ...].
 
     backend "process" uses a spawned process pool, "ray" a local Ray instance started on demand
     (the ``ray`` extra); ``train`` must then be a module-level function. ``workers`` defaults to
@@ -101,7 +102,7 @@ def run_seeds(
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; pass one of {', '.join(BACKENDS)}")
-    seeds = [int(s) for s in seeds]
+    seeds = list(seeds)
     if not seeds:
         raise ValueError("seeds is empty: pass at least one seed")
     workers = workers or os.cpu_count() or 1

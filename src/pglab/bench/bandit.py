@@ -14,8 +14,8 @@ import torch
 
 from pglab.envs.bandit import GaussianBandit
 from pglab.experiments import get_experiment
-from pglab.experiments.bandit_training import BASELINES, replay_run, train
 from pglab.result import Result
+from pglab.trainers.bandit import BASELINES, replay_run, train_bandit
 
 
 def run(quick: bool = False) -> Result:
@@ -40,7 +40,7 @@ def run(quick: bool = False) -> Result:
     vector_s = loop_s = 0.0
     for baseline in BASELINES:
         start = time.perf_counter()
-        trajectory = train(bandit, baseline, config.seeds, config.steps, config.lr,
+        trajectory = train_bandit(bandit, baseline, config.seeds, config.steps, config.lr,
                            torch.Generator().manual_seed(config.seed))
         vector_s += time.perf_counter() - start
         start = time.perf_counter()

@@ -18,14 +18,10 @@ from typing import ClassVar
 import torch
 
 from pglab.envs.bandit import GaussianBandit
-from pglab.estimators import EMABaseline, softmax_score
 from pglab.plots import new_figure
 from pglab.result import Result
-from pglab.runner import single_torch_thread
 from pglab.stats import standard_error
-
-BASELINES = ("none", "running", "value")
-"""No baseline; the running average of past rewards; the exact value J(theta) of the current policy."""
+from pglab.trainers.bandit import BASELINES, train_bandit
 
 SEED_MEAN_J = {"none": (7.352, 7.512, 7.655), "running": (7.637, 7.873, 7.951), "value": (7.648, 7.874, 7.951)}
 SEED_BAND = {"none": (6.984, 7.983), "running": (7.935, 7.964), "value": (7.933, 7.965)}
@@ -54,72 +50,6 @@ class Config:
     """Seed of the torch.Generator; every baseline gets the same one (common random numbers)."""
 
     QUICK: ClassVar[dict] = {"seeds": 60}
-
-
-@dataclass
-class Trajectory:
-    """What `train` returns: thetas [steps + 1, runs, K] (theta = 0 first), actions and rewards [steps, runs]."""
-
-    thetas: torch.Tensor
-    actions: torch.Tensor
-    rewards: torch.Tensor
-
-
-def _check_baseline(baseline: str) -> None:
-    if baseline not in BASELINES:
-        raise ValueError(f"unknown baseline {baseline!r}; pass one of {', '.join(BASELINES)}")
-
-
-def baseline_values(bandit: GaussianBandit, baseline: str, theta: torch.Tensor, reward_sum: torch.Tensor,
-                    seen: int) -> torch.Tensor:
-    """b for every run: theta [runs, K], reward_sum [runs] of the ``seen`` earlier rewards -> [runs]."""
-    if baseline == "none":
-        return torch.zeros_like(reward_sum)
-    if baseline == "value":
-        return bandit.exact_value(theta)
-    return reward_sum / max(seen, 1)
-
-
-def train(bandit: GaussianBandit, baseline: str, runs: int, steps: int, lr: float,
-          generator: torch.Generator) -> Trajectory:
-    """REINFORCE from theta = 0, one pull per step, all runs in one tensor op per step; -> thetas [steps+1, runs, K]."""
-    _check_baseline(baseline)
-    if runs < 1 or steps < 1:
-        raise ValueError(f"runs and steps must be >= 1, got runs={runs}, steps={steps}")
-    theta = torch.zeros(runs, bandit.n_arms, dtype=torch.float64)
-    reward_sum = torch.zeros(runs, dtype=torch.float64)
-    thetas, actions, rewards = [theta], [], []
-    with single_torch_thread():
-        for t in range(steps):
-            action = bandit.sample_actions(theta, generator)[:, 0]
-            reward = bandit.sample_rewards(action, generator)
-            b = baseline_values(bandit, baseline, theta, reward_sum, t)
-            theta = theta + lr * (reward - b)[:, None] * softmax_score(theta, action)
-            reward_sum = reward_sum + reward
-            thetas.append(theta)
-            actions.append(action)
-            rewards.append(reward)
-    return Trajectory(torch.stack(thetas), torch.stack(actions), torch.stack(rewards))
-
-
-def replay_run(bandit: GaussianBandit, baseline: str, actions: torch.Tensor, rewards: torch.Tensor,
-               lr: float) -> torch.Tensor:
-    """The plain one-run loop that `train` is checked and timed against; actions, rewards [T] -> thetas [T+1, K]."""
-    _check_baseline(baseline)
-    theta = torch.zeros(bandit.n_arms, dtype=torch.float64)
-    running = EMABaseline(0.0, decay=None)
-    thetas = [theta]
-    for action, reward in zip(actions.tolist(), rewards.tolist()):
-        if baseline == "none":
-            b = 0.0
-        elif baseline == "value":
-            b = float(bandit.exact_value(theta))
-        else:
-            b = running.value
-        theta = theta + lr * (reward - b) * softmax_score(theta, torch.tensor(action))
-        running.update(reward)
-        thetas.append(theta)
-    return torch.stack(thetas)
 
 
 def seed_tolerance(se: float, sigmas: float) -> float:
@@ -185,7 +115,7 @@ def run(config: Config, result: Result) -> None:
     best = int(bandit.means.argmax())
     rows, count_rows, values = [], [], {}
     for baseline in BASELINES:
-        trajectory = train(bandit, baseline, config.seeds, config.steps, config.lr,
+        trajectory = train_bandit(bandit, baseline, config.seeds, config.steps, config.lr,
                            torch.Generator().manual_seed(config.seed))
         values[baseline] = bandit.exact_value(trajectory.thetas)
         final_pi = bandit.policy(trajectory.thetas[-1])

@@ -10,21 +10,17 @@ policy entropy. This module also holds the training loop that frozenlake-static'
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-import torch
 
-from pglab.envs.tabular import Episodes, frozen_lake
-from pglab.estimators import normalize, reinforce_loss
 from pglab.plots import new_figure
 from pglab.result import Result
 from pglab.runner import run_seeds
 from pglab.stats import bootstrap_se
+from pglab.trainers.tabular import VARIANTS, RaceJob, race_run
 
-VARIANTS = ("return", "reward-to-go", "centred", "normalised", "learned baseline")
 SEED_TABLE = {  # seed 003 14.6.4.1: updates to 90% (median, fastest, slowest) and mean |step| over 40 updates
     "return": (60.0, 26, 92, 0.20),
     "reward-to-go": (40.0, 22, 95, 0.38),
@@ -37,7 +33,9 @@ SEED_TABLE = {  # seed 003 14.6.4.1: updates to 90% (median, fastest, slowest) a
 @dataclass
 class Config:
     seeds: int = 20
-    """Training runs per variant (seeds 0 .. seeds-1)."""
+    """Training runs per variant (RNG seeds first_seed .. first_seed + seeds - 1)."""
+    first_seed: int = 0
+    """First RNG seed of the runs."""
     backend: str = "serial"
     """run_seeds backend: serial, process or ray."""
     updates: int = 150
@@ -64,97 +62,7 @@ class Config:
     """Seed of the numpy Generator behind the bootstrap."""
 
     QUICK: ClassVar[dict] = {"seeds": 8, "updates": 100}
-
-
-def step_weights(batch: Episodes, variant: str, gamma: float, values: torch.Tensor | None = None) -> torch.Tensor:
-    """What multiplies each step's score under a variant; batch of N steps -> weights [N].
-
-    ``values [S]`` is the state baseline of 'learned baseline' and 'exact baseline'.
-    """
-    rewards_to_go = batch.reward_to_go(gamma)
-    if variant == "return":
-        return batch.episode_returns(gamma)[batch.episode]
-    if variant == "reward-to-go":
-        return rewards_to_go
-    if variant == "centred":
-        return rewards_to_go - rewards_to_go.mean()
-    if variant == "normalised":
-        return normalize(rewards_to_go)
-    if variant in ("learned baseline", "exact baseline"):
-        if values is None:
-            raise ValueError(f"variant {variant!r} needs the state values [S] to subtract")
-        return rewards_to_go - values[batch.states]
-    raise ValueError(f"unknown variant {variant!r}; pass one of {', '.join(VARIANTS + ('exact baseline',))}")
-
-
-def surrogate_loss(theta: torch.Tensor, batch: Episodes, weights: torch.Tensor, mode: str,
-                   norm_const: float | None = None) -> torch.Tensor:
-    """pglab's REINFORCE loss of a softmax table on a batch; theta [S, A], weights [N] -> scalar."""
-    return reinforce_loss(batch.padded(batch.log_probs(theta)), batch.padded(weights), batch.mask, mode, norm_const)
-
-
-def ascent_direction(theta: torch.Tensor, batch: Episodes, weights: torch.Tensor, mode: str,
-                     norm_const: float | None = None) -> torch.Tensor:
-    """Minus the gradient of the loss: the estimate of grad J it stands for; -> [S, A]."""
-    theta = theta.detach().requires_grad_(True)
-    return -torch.autograd.grad(surrogate_loss(theta, batch, weights, mode, norm_const), theta)[0]
-
-
-def mean_entropy(theta: torch.Tensor) -> float:
-    """Policy entropy in nats, averaged over every state (terminal ones included, as in the seed)."""
-    logp = torch.log_softmax(theta, -1)
-    return float(-(logp.exp() * logp).sum(-1).mean())
-
-
-@dataclass
-class Update:
-    """One policy update: the batch it used, the table after it and the size of the step."""
-
-    batch: Episodes
-    theta: torch.Tensor
-    step: float
-
-
-def reinforce_updates(seed: int, variant: str, updates: int, batch_episodes: int, gamma: float,
-                      lr: float, alpha_v: float, optimizer: str = "sgd") -> Iterator[Update]:
-    """REINFORCE on the calm lake from the uniform policy (theta = 0): one Update per policy step.
-
-    The loss averages over all steps of the batch (pglab's token_mean). A value table V moves
-    toward the reward-to-go at every visited state, in the order of the steps, in every variant.
-    """
-    mdp = frozen_lake(is_slippery=False, gamma=gamma)
-    generator = torch.Generator().manual_seed(seed)
-    theta = torch.zeros(mdp.n_states, mdp.n_actions, dtype=torch.float64, requires_grad=True)
-    if optimizer == "sgd":
-        opt = torch.optim.SGD([theta], lr=lr)
-    elif optimizer == "adam":
-        opt = torch.optim.Adam([theta], lr=lr)
-    else:
-        raise ValueError(f"unknown optimizer {optimizer!r}; pass sgd or adam")
-    values = [0.0] * mdp.n_states
-    for _ in range(updates):
-        batch = mdp.sample(torch.softmax(theta.detach(), -1), batch_episodes, generator)
-        before = theta.detach().clone()
-        weights = step_weights(batch, variant, gamma, torch.tensor(values, dtype=torch.float64))
-        opt.zero_grad()
-        surrogate_loss(theta, batch, weights, "token_mean").backward()
-        opt.step()
-        order = torch.argsort(batch.episode * (int(batch.time.max()) + 1) + batch.time)  # episode by episode
-        for s, g in zip(batch.states[order].tolist(), batch.reward_to_go(gamma)[order].tolist()):
-            values[s] += alpha_v * (g - values[s])
-        yield Update(batch, theta.detach().clone(), float((theta.detach() - before).norm()))
-
-
-def train(job: int, variants: tuple[str, ...], per_variant: int, updates: int, batch_episodes: int, alpha: float,
-          alpha_v: float, gamma: float) -> Iterator[dict]:
-    """Race run number ``job``: variant job // per_variant, seed job % per_variant (one run_seeds call for all).
-
-    Yields per update dict(success = batch success rate, step = |theta step|, entropy).
-    """
-    variant, seed = variants[job // per_variant], job % per_variant
-    for update in reinforce_updates(seed, variant, updates, batch_episodes, gamma, alpha, alpha_v):
-        yield {"success": float(update.batch.episode_returns(1.0).mean()), "step": update.step,
-               "entropy": mean_entropy(update.theta)}
+    MIN_SEEDS: ClassVar[int] = 3
 
 
 def trailing_mean(curves: np.ndarray, window: int) -> np.ndarray:
@@ -210,9 +118,10 @@ def run(config: Config, result: Result) -> None:
         f"{config.batch_episodes} episodes per update, value step {config.alpha_v:g}. Updates-to-90% counts the "
         f"updates before the first {config.smooth}-update window whose mean batch success reaches "
         f"{config.target:g}. Standard errors come from a bootstrap over seeds.")
-    curves = run_seeds(train, range(len(config.variants) * config.seeds), backend=config.backend,
-                       description="race runs", variants=tuple(config.variants), per_variant=config.seeds,
-                       updates=config.updates, batch_episodes=config.batch_episodes, alpha=config.alpha,
+    seeds = range(config.first_seed, config.first_seed + config.seeds)
+    jobs = [RaceJob(variant, seed) for variant in config.variants for seed in seeds]
+    curves = run_seeds(race_run, jobs, backend=config.backend, description="race runs", updates=config.updates,
+                       batch_episodes=config.batch_episodes, alpha=config.alpha,
                        alpha_v=config.alpha_v, gamma=config.gamma)
     runs = {v: {k: c[i * config.seeds:(i + 1) * config.seeds] for k, c in curves.items()}
             for i, v in enumerate(config.variants)}

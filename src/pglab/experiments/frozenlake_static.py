@@ -16,9 +16,9 @@ import torch
 
 from pglab.envs.tabular import Episodes, TabularMDP, frozen_lake
 from pglab.estimators import cosine
-from pglab.experiments.frozenlake_race import ascent_direction, reinforce_updates, step_weights
 from pglab.result import Result
 from pglab.stats import bootstrap_se
+from pglab.trainers.tabular import ascent_direction, reinforce_updates, step_weights
 
 ESTIMATORS = ("return", "reward-to-go", "centred", "normalised", "exact baseline")
 SEED_FIVE = {"return": (0.98, 11.1), "reward-to-go": (0.97, 10.6), "centred": (0.98, 7.1),

@@ -16,9 +16,10 @@ from typing import ClassVar
 import torch
 
 from pglab.envs.tabular import Episodes, repair_mdp, table_score
-from pglab.estimators import cosine, reinforce_loss, squared_deviations, total_variance
+from pglab.estimators import cosine, squared_deviations, total_variance
 from pglab.result import Result
 from pglab.stats import standard_error
+from pglab.trainers.tabular import ascent_direction, surrogate_loss
 
 SEED_SHIFTS = {"0": (-0.8342, 0.9988), "-J": (-0.4056, 0.9992), "+5": (-17.0281, 0.7833)}
 SEED_BASELINES = {"none": (0.033, 0.034, 0.0071), "exact J": (0.028, 0.030, 0.0057),
@@ -54,12 +55,6 @@ def trajectory_scores(theta: torch.Tensor, episodes: Episodes) -> torch.Tensor:
     return table_score(theta, episodes.counts())
 
 
-def surrogate(theta: torch.Tensor, episodes: Episodes, returns: torch.Tensor) -> torch.Tensor:
-    """mean_n returns_n log p(tau_n) = minus pglab's reinforce_loss with per-episode weights; -> scalar."""
-    logp = episodes.padded(episodes.log_probs(theta))
-    return -reinforce_loss(logp, returns, episodes.mask, mode="seq_mean_token_sum")
-
-
 def relative_noise(per_sample: torch.Tensor, exact: torch.Tensor) -> float:
     """Standard error of the mean of [N, S, A] samples (root of trace of covariance / N) relative to |exact|."""
     return float((total_variance(per_sample.flatten(1)) / len(per_sample)).sqrt() / exact.norm())
@@ -73,10 +68,10 @@ def variance_gap(first: torch.Tensor, second: torch.Tensor) -> tuple[float, floa
 
 def surrogate_value_and_gradient(theta: torch.Tensor, episodes: Episodes,
                                  returns: torch.Tensor) -> tuple[float, torch.Tensor]:
-    """The surrogate's value and its gradient in theta [S, A]: the Monte Carlo estimate of grad J."""
-    theta = theta.detach().requires_grad_(True)
-    value = surrogate(theta, episodes, returns)
-    return float(value.detach()), torch.autograd.grad(value, theta)[0]
+    """The surrogate mean_n returns_n log p(tau_n) and its gradient in theta [S, A] (the Monte Carlo grad J)."""
+    weights = returns[episodes.episode]
+    value = -float(surrogate_loss(theta, episodes, weights, "seq_mean_token_sum"))
+    return value, ascent_direction(theta, episodes, weights, "seq_mean_token_sum")
 
 
 def monte_carlo_rows(theta, exact, J, episodes: Episodes, config: Config, result: Result) -> tuple[list, list]:
@@ -109,7 +104,7 @@ def monte_carlo_rows(theta, exact, J, episodes: Episodes, config: Config, result
     result.check_range("Monte Carlo gradient: relative error within its noise", plain["relative error"],
                        high=config.sigmas * plain["noise level"],
                        tolerance=f"{config.sigmas:g} noise levels (noise level = sqrt(trace cov / n) / norm of grad J)")
-    mean_logp = float(surrogate(theta, episodes, torch.ones_like(returns)))
+    mean_logp = surrogate_value_and_gradient(theta, episodes, torch.ones_like(returns))[0]
     for label in ("-J", big):
         expected = plain["surrogate value"] + shifts[label] * mean_logp
         result.check_close(f"surrogate value at shift {label} = value at 0 + shift x mean log p(tau)",

@@ -11,18 +11,17 @@ constant added to every reply's reward.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 import torch
 
-from pglab.envs.tokenworld import TokenWorld, at_states
-from pglab.estimators import discounted_returns, gae, leave_one_out, reinforce_loss
+from pglab.envs.tokenworld import TokenWorld
 from pglab.plots import new_figure
-from pglab.progress import track
 from pglab.result import Result
 from pglab.runner import single_torch_thread
+from pglab.trainers.tokenworld import train_tokenworld
 
 MILESTONES = (10, 25, 50, 150)
 """Updates after which the seed reports the mean success probability."""
@@ -80,43 +79,6 @@ class Config:
 def method_names(lambdas: tuple[float, ...]) -> dict[str, float | None]:
     """Method name -> GAE lambda (None for the critic-free methods)."""
     return {"no baseline": None, "leave-one-out": None, **{f"GAE lambda {lam:g}": lam for lam in lambdas}}
-
-
-def success_probability(world: TokenWorld, logits: torch.Tensor) -> torch.Tensor:
-    """Exact P(success) of tabular policies, whatever the reward shift; logits [S, T, T + 1] -> [S]."""
-    return replace(world, shift=0.0).exact_values(torch.sigmoid(logits.detach()))[:, 0, 0]
-
-
-def train(world: TokenWorld, method: str, lam: float | None, config: Config) -> torch.Tensor:
-    """Train ``config.seeds`` tabular policies at once -> exact success probability [updates + 1, seeds]."""
-    gen = torch.Generator().manual_seed(config.seed)
-    shape = (config.seeds, world.length, world.length + 1)
-    init = math.log(config.init_p_a / (1 - config.init_p_a))
-    logits = torch.full(shape, init, dtype=torch.float64, requires_grad=True)
-    critic = torch.zeros(shape, dtype=torch.float64, requires_grad=True)
-    optimizer = torch.optim.SGD([{"params": [logits], "lr": config.lr},
-                                 {"params": [critic], "lr": config.critic_lr}])
-    mask = torch.ones(config.seeds * config.episodes, world.length, dtype=torch.float64)
-    curve = [success_probability(world, logits)]
-    for _ in track(range(config.updates), f"{method}, shift {world.shift:g}", total=config.updates):
-        tokens = world.sample(torch.sigmoid(logits.detach()), config.episodes, gen)   # [S, E, T]
-        rewards = world.rewards(tokens)
-        critic_loss = torch.zeros((), dtype=torch.float64)
-        if lam is None:
-            returns = discounted_returns(rewards)
-            advantages = returns if method == "no baseline" else leave_one_out(returns, dim=-2)
-        else:
-            values = at_states(critic, world.states(tokens)[..., :-1])
-            advantages, targets = gae(rewards, values.detach(), 1.0, lam)
-            critic_loss = 0.5 * (values - targets).pow(2).sum() / config.episodes
-        logp = world.log_probs(logits, tokens)
-        loss = reinforce_loss(logp.flatten(0, 1), advantages.flatten(0, 1), mask, mode="constant",
-                              norm_const=config.episodes)
-        optimizer.zero_grad()
-        (loss + critic_loss).backward()
-        optimizer.step()
-        curve.append(success_probability(world, logits))
-    return torch.stack(curve)
 
 
 def first_crossing(curve: np.ndarray, target: float) -> np.ndarray:
@@ -217,7 +179,11 @@ def run(config: Config, result: Result) -> None:
     with single_torch_thread():
         for offset in (0.0, config.shift):
             world = TokenWorld(shift=offset)
-            curves[offset] = {name: train(world, name, lam, config) for name, lam in methods.items()}
+            curves[offset] = {name: train_tokenworld(world, name, lam, runs=config.seeds, updates=config.updates,
+                                                     episodes=config.episodes, lr=config.lr,
+                                                     critic_lr=config.critic_lr, init_p_a=config.init_p_a,
+                                                     generator=torch.Generator().manual_seed(config.seed))
+                               for name, lam in methods.items()}
     for offset, table, seeds in ((0.0, "training", SEED_PLAIN), (config.shift, "training_shifted", SEED_SHIFTED)):
         result.tables[table] = [summary_row(name, curve.numpy(), config, seeds.get(name))
                                 for name, curve in curves[offset].items()]

@@ -5,13 +5,13 @@ import torch
 
 from pglab.envs.bandit import GaussianBandit
 from pglab.experiments import get_experiment
-from pglab.experiments.bandit_training import BASELINES, replay_run, train
+from pglab.trainers.bandit import BASELINES, replay_run, train_bandit
 
 
 @pytest.mark.parametrize("baseline", BASELINES)
 def test_vectorised_step_equals_plain_per_seed_loop(baseline):
     bandit = GaussianBandit([5.0, 6.0, 7.0, 8.0], 1.0)
-    trajectory = train(bandit, baseline, runs=5, steps=60, lr=0.05, generator=torch.Generator().manual_seed(3))
+    trajectory = train_bandit(bandit, baseline, runs=5, steps=60, lr=0.05, generator=torch.Generator().manual_seed(3))
     assert trajectory.thetas.shape == (61, 5, 4)
     for run in range(5):
         reference = replay_run(bandit, baseline, trajectory.actions[:, run], trajectory.rewards[:, run], lr=0.05)
@@ -20,7 +20,7 @@ def test_vectorised_step_equals_plain_per_seed_loop(baseline):
 
 def test_running_baseline_starts_at_zero_and_averages_earlier_rewards():
     bandit = GaussianBandit([5.0, 6.0], 1.0)
-    trajectory = train(bandit, "running", runs=2, steps=3, lr=0.1, generator=torch.Generator().manual_seed(0))
+    trajectory = train_bandit(bandit, "running", runs=2, steps=3, lr=0.1, generator=torch.Generator().manual_seed(0))
     theta, rewards, actions = torch.zeros(2, 2, dtype=torch.float64), trajectory.rewards, trajectory.actions
     for t, b in enumerate([torch.zeros(2), rewards[0], rewards[:2].mean(0)]):
         onehot = torch.nn.functional.one_hot(actions[t], 2).double()
@@ -30,7 +30,7 @@ def test_running_baseline_starts_at_zero_and_averages_earlier_rewards():
 
 def test_unknown_baseline_is_a_value_error():
     with pytest.raises(ValueError, match="pass one of none, running, value"):
-        train(GaussianBandit([0.0, 1.0]), "ema", 2, 2, 0.1, torch.Generator())
+        train_bandit(GaussianBandit([0.0, 1.0]), "ema", 2, 2, 0.1, torch.Generator())
 
 
 def test_quick_run_shows_the_baseline_claim():
