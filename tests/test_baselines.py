@@ -1,4 +1,4 @@
-"""Baselines: seed 001's group of four, leave-one-out identities, EMA, and b*."""
+"""Baselines: course-ch7's group of four, leave-one-out identities, EMA, and b*."""
 
 import pytest
 import torch

@@ -14,7 +14,7 @@ def test_enumeration_identities_hold_exactly():
     rows = result.tables["enumeration"]
     assert {(r["n"], r["ours"]) for r in rows} == {(2, True), (3, True)}
     assert all(r["max abs difference"] < 1e-12 for r in rows)
-    assert [r["seed"] for r in rows if r["n"] == 2] == [True, True]
+    assert [r["book"] for r in rows if r["n"] == 2] == [True, True]
     probabilities = [r["probability"] for r in result.tables["trajectories"]]
     assert len(probabilities) == 4 and sum(probabilities) == pytest.approx(1.0, abs=1e-12)
 

@@ -25,7 +25,7 @@ def test_monte_carlo_gradient_and_surrogate_shift(result):
     assert len({round(r["surrogate value"], 3) for r in shifts.values()}) == 3
     assert shifts["+5"]["noise level"] > 5 * shifts["0"]["noise level"]
     for row in shifts.values():
-        assert "seed value" in row and "seed cosine" in row
+        assert "book value" in row and "book cosine" in row
 
 
 def test_unbiasedness_table(result):
@@ -33,7 +33,7 @@ def test_unbiasedness_table(result):
     assert list(rows) == ["none", "exact J", "batch mean", "constant 1"]
     for row in rows.values():
         assert row["relative error of the mean"] <= 2 * row["noise level"]
-        assert "seed variance" in row
+        assert "book variance" in row
     assert rows["exact J"]["per-batch variance"] < rows["none"]["per-batch variance"] < rows["constant 1"][
         "per-batch variance"]
 

@@ -1,4 +1,4 @@
-"""GAE: the seed's one-episode table, tool spans, terminal vs truncated, and a plain loop."""
+"""GAE: the book's one-episode table, tool spans, terminal vs truncated, and a plain loop."""
 
 import pytest
 import torch
@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from pglab.estimators import discounted_returns, gae
 from test_returns import batches, credited_episodes
 
-SEED_V = torch.tensor([0.850, 0.553, 0.417, 0.572, 0.227, 0.456], dtype=torch.float64)
-SEED_R = torch.tensor([0, 0, 0, 0, 0, 1.0], dtype=torch.float64)
+BOOK_V = torch.tensor([0.850, 0.553, 0.417, 0.572, 0.227, 0.456], dtype=torch.float64)
+BOOK_R = torch.tensor([0, 0, 0, 0, 0, 1.0], dtype=torch.float64)
 # The seed prints V to 3 decimals; GAE's coefficients on V sum to at most 2 in absolute value, so
 # input rounding moves an advantage by at most 2 * 0.0005, plus 0.0005 for rounding the output.
 TOL = 0.0015
@@ -21,9 +21,9 @@ TOL = 0.0015
     (0.0, [-0.298, -0.136, 0.156, -0.345, 0.229, 0.544]),
 ])
 def test_seed_004_one_episode_table(lam, expected):
-    advantages, returns = gae(SEED_R, SEED_V, 1.0, lam)
+    advantages, returns = gae(BOOK_R, BOOK_V, 1.0, lam)
     assert advantages.tolist() == pytest.approx(expected, abs=TOL)
-    torch.testing.assert_close(returns, advantages + SEED_V)
+    torch.testing.assert_close(returns, advantages + BOOK_V)
 
 
 def test_lambda_one_is_returns_minus_values_and_lambda_zero_is_td_errors():

@@ -73,7 +73,7 @@ def test_gradient_isolation_of_advantages():
 
 
 def test_detached_baseline_is_unbiased_attached_is_not():
-    """Seed 000 6.8: a five-call bandit whose baseline is read off the policy's own probabilities."""
+    """agents-ch6 §6.8: a five-call bandit whose baseline is read off the policy's own probabilities."""
     theta = torch.tensor([0.5, -0.2, 0.1, 0.0, 0.3], dtype=torch.float64, requires_grad=True)
     passes = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0], dtype=torch.float64)
     pi = torch.softmax(theta, -1)

@@ -1,4 +1,4 @@
-"""Closed-form scores: seed 001 exercises 7.2, 7.3 and 7.5, and agreement with autograd."""
+"""Closed-form scores: course-ch7 exercises 7.2, 7.3 and 7.5, and agreement with autograd."""
 
 import math
 

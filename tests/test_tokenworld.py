@@ -131,15 +131,15 @@ def test_reinforce_estimate_is_unbiased_for_the_exact_gradient():
 
 
 def test_seed_004_episode_ababaa():
-    """Rewards, exact advantages (3 decimals) and GAE(0.95) from the seed's printed V column."""
+    """Rewards, exact advantages (3 decimals) and GAE(0.95) from the book's printed V column."""
     tokens = torch.tensor([[1, 0, 1, 0, 1, 1]])
     rewards = WORLD.rewards(tokens)[0]
     assert rewards.tolist() == [0, 0, 0, 0, 0, 1]
     values = at_states(WORLD.exact_values(0.6), WORLD.states(tokens))[0]
     exact = values[1:] - values[:-1]
     assert exact.tolist() == pytest.approx([0.138, -0.207, 0.173, -0.288, 0.240, 0.400], abs=5e-4)
-    seed_v = torch.tensor([0.850, 0.553, 0.417, 0.572, 0.227, 0.456], dtype=torch.float64)
-    advantages, _ = gae(rewards, seed_v, 1.0, 0.95)
+    book_v = torch.tensor([0.850, 0.553, 0.417, 0.572, 0.227, 0.456], dtype=torch.float64)
+    advantages, _ = gae(rewards, book_v, 1.0, 0.95)
     # V printed to 3 decimals: GAE's coefficients on V sum to <= 2 in absolute value, plus output rounding.
     assert advantages.tolist() == pytest.approx([0.025, 0.340, 0.501, 0.363, 0.746, 0.544], abs=0.0015)
 

@@ -45,4 +45,4 @@ def test_quick_run_shows_the_baseline_claim():
     band = {b: rows[(b, "90th pct of J at step 400")] - rows[(b, "10th pct of J at step 400")] for b in BASELINES}
     assert band["running"] < 0.1 < band["none"]
     assert "mean_J_with_band" in result.figures
-    assert all("seed" in row for row in result.tables["final_most_likely_arm"])
+    assert all("book" in row for row in result.tables["final_most_likely_arm"])

@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quick", action="store_true", help="reduced size")
     demo.set_defaults(func=cmd_demo)
 
-    rep = sub.add_parser("reproduce", help="reproduce a seed chapter's experiment")
+    rep = sub.add_parser("reproduce", help="reproduce a book chapter's experiment")
     rep.add_argument("name", nargs="?", help="experiment name (see --list)")
     rep.add_argument("--list", action="store_true", help="list the experiments")
     rep.add_argument("--all", action="store_true", help="run every experiment and write index.html")

@@ -11,7 +11,7 @@ steps of all episodes, flat, with episode ids).
 
 Three MDPs are built here: ``frozen_lake`` (gymnasium's FrozenLake-v1 table), ``repair_mdp``
 (seven states of a bug-fixing agent, documented in docs/tabular.md) and ``two_state_problem``
-(the enumeration problem of seed 003 section 14.6.3.2).
+(the enumeration problem of d2l-14.6 §14.6.3.2).
 """
 
 from __future__ import annotations
@@ -374,7 +374,7 @@ def repair_mdp() -> TabularMDP:
 
 
 def two_state_problem(rewards=((0.3, 1.0), (0.6, 0.1))) -> TabularMDP:
-    """Seed 003 14.6.3.2: states s0 -> s1 -> end whatever the action, two actions each, reward r[s, a].
+    """d2l-14.6 §14.6.3.2: states s0 -> s1 -> end whatever the action, two actions each, reward r[s, a].
 
     A third state 'end' is terminal; gamma = 1 and a time limit of 2 steps (every episode has
     exactly two), so its four trajectories can be enumerated.

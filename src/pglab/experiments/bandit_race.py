@@ -1,4 +1,4 @@
-"""bandit-race: seed 001's baseline race, 12 runs on the shifted 3-armed bandit without and with a baseline.
+"""bandit-race: course-ch7's baseline race, 12 runs on the shifted 3-armed bandit without and with a baseline.
 
 Arms pay 1, 2, 4 plus an offset c = 10 (so 11, 12, 14) with noise sd 1; each run starts at the
 uniform policy and takes 400 single-pull steps of size 0.1. Without a baseline every pulled arm is
@@ -22,8 +22,8 @@ from pglab.result import Result
 from pglab.trainers.bandit import train_bandit
 
 METHODS = {"no baseline": "none", "running-average baseline": "running"}
-SEED_WRONG = {"no baseline": 5, "running-average baseline": 0}
-"""Seed 001: runs of 12 committed to a wrong arm after 400 steps (3 to 5 with other random seeds)."""
+BOOK_WRONG = {"no baseline": 5, "running-average baseline": 0}
+"""course-ch7: runs of 12 committed to a wrong arm after 400 steps (3 to 5 with other random seeds)."""
 CORNERS = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.5, math.sqrt(3.0) / 2.0]], dtype=torch.float64)
 """Arm 1 bottom left, arm 2 bottom right, arm 3 (the best) on top: 'raise arm 3' points up."""
 
@@ -31,7 +31,7 @@ CORNERS = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.5, math.sqrt(3.0) / 2.0]], dt
 @dataclass
 class Config:
     rewards: tuple[float, float, float] = (1.0, 2.0, 4.0)
-    """Mean reward of each arm before the offset (seed 001's worked example)."""
+    """Mean reward of each arm before the offset (course-ch7's worked example)."""
     offset: float = 10.0
     """c added to every reward; it leaves the gradient unchanged and inflates the variance."""
     sd: float = 1.0
@@ -41,7 +41,7 @@ class Config:
     steps: int = 400
     """Single-pull updates per run."""
     seeds: int = 12
-    """Runs drawn on the triangle and counted as in the seed's demo (the first ``seeds`` of ``rate_runs``)."""
+    """Runs drawn on the triangle and counted as in the book's demo (the first ``seeds`` of ``rate_runs``)."""
     rate_runs: int = 2000
     """Runs per method used to measure the rate of wrong commitments (vectorised, all at once)."""
     commit: float = 0.5
@@ -101,7 +101,7 @@ def count_row(method: str, arm: torch.Tensor, best: int, shown: int) -> dict:
     rate = float(((arm >= 0) & (arm != best)).double().mean())
     demo = arm[:shown]
     return {"method": method, "demo: wrong arm": int(((demo >= 0) & (demo != best)).sum()),
-            "demo: wrong arm (seed)": SEED_WRONG[method], "demo: best arm": int((demo == best).sum()),
+            "demo: wrong arm (seed)": BOOK_WRONG[method], "demo: best arm": int((demo == best).sum()),
             "demo: uncommitted": int((demo < 0).sum()), "all runs: wrong rate": rate,
             "all runs: se": math.sqrt(rate * (1.0 - rate) / n),
             "all runs: uncommitted rate": float((arm < 0).double().mean())}
@@ -113,7 +113,7 @@ def run(config: Config, result: Result) -> None:
     if not 0.5 <= config.commit < 1.0:
         raise ValueError(f"commit must be in [0.5, 1) so that at most one arm is committed to, got {config.commit}")
     result.summary = (
-        f"Seed 001's baseline race: arms pay {config.rewards} + {config.offset:g} with noise sd {config.sd:g}, "
+        f"course-ch7's baseline race: arms pay {config.rewards} + {config.offset:g} with noise sd {config.sd:g}, "
         f"lr {config.lr:g}, {config.steps} single-pull steps from the uniform policy. A run is committed to an "
         f"arm when its probability exceeds {config.commit:g}. The first {config.seeds} runs (the demo) are drawn "
         f"and counted; all {config.rate_runs} runs per method measure the rate.")
@@ -135,8 +135,8 @@ def run(config: Config, result: Result) -> None:
     without, with_baseline = rows
     rate = without["all runs: wrong rate"]
     expected, spread = config.seeds * rate, math.sqrt(config.seeds * rate * (1.0 - rate))
-    result.check_close(f"no baseline: expected wrong runs of {config.seeds} vs the seed's demo",
-                       expected, SEED_WRONG["no baseline"], config.sigmas * spread,
+    result.check_close(f"no baseline: expected wrong runs of {config.seeds} vs the book's demo",
+                       expected, BOOK_WRONG["no baseline"], config.sigmas * spread,
                        f"{config.sigmas:g} binomial se of a {config.seeds}-run count at our rate "
                        f"(se = {spread:.2g}); the seed saw 3 to 5 across its random seeds")
     result.check_range("no baseline: wrong-commit rate", rate, low=0.1,

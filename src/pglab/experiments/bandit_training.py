@@ -1,6 +1,6 @@
-"""bandit-training: REINFORCE on seed 004's 4-armed bandit over 200 seeds, without and with a baseline.
+"""bandit-training: REINFORCE on llm-ch6's 4-armed bandit over 200 seeds, without and with a baseline.
 
-Reproduces seed 004 section 6.7 ("200 seeds x 400 steps"). Every seed starts at theta = 0 and takes
+Reproduces llm-ch6 §6.7 ("200 seeds x 400 steps"). Every seed starts at theta = 0 and takes
 one pull per step; all seeds advance together in one tensor operation per step ([seeds, K] theta).
 Arms are numbered from 1 in tables, as the seed numbers its replies (arm 4 is the best).
 
@@ -23,17 +23,17 @@ from pglab.result import Result
 from pglab.stats import standard_error
 from pglab.trainers.bandit import BASELINES, train_bandit
 
-SEED_MEAN_J = {"none": (7.352, 7.512, 7.655), "running": (7.637, 7.873, 7.951), "value": (7.648, 7.874, 7.951)}
-SEED_BAND = {"none": (6.984, 7.983), "running": (7.935, 7.964), "value": (7.933, 7.965)}
-SEED_BEST_ABOVE_HALF = {"none": 0.72, "running": 1.0, "value": 1.0}
-SEED_BEST_BELOW_TENTH = {"none": 0.24, "running": 0.0, "value": 0.0}
-SEED_FINAL_COUNTS = {"none": {2: 7, 3: 48, 4: 145}, "running": {4: 200}, "value": {4: 200}}
+BOOK_MEAN_J = {"none": (7.352, 7.512, 7.655), "running": (7.637, 7.873, 7.951), "value": (7.648, 7.874, 7.951)}
+BOOK_BAND = {"none": (6.984, 7.983), "running": (7.935, 7.964), "value": (7.933, 7.965)}
+BOOK_BEST_ABOVE_HALF = {"none": 0.72, "running": 1.0, "value": 1.0}
+BOOK_BEST_BELOW_TENTH = {"none": 0.24, "running": 0.0, "value": 0.0}
+BOOK_FINAL_COUNTS = {"none": {2: 7, 3: 48, 4: 145}, "running": {4: 200}, "value": {4: 200}}
 
 
 @dataclass
 class Config:
     means: tuple[float, ...] = (5.0, 6.0, 7.0, 8.0)
-    """Mean rating of each arm (seed 004's four candidate replies; the last is the best)."""
+    """Mean rating of each arm (llm-ch6's four candidate replies; the last is the best)."""
     sd: float = 1.0
     """Standard deviation of the rating noise."""
     seeds: int = 200
@@ -43,46 +43,46 @@ class Config:
     lr: float = 0.05
     """Step size of theta <- theta + lr (r - b)(e_a - pi)."""
     checkpoints: tuple[int, ...] = (100, 200, 400)
-    """Steps at which mean J is reported (the seed's 100, 200, 400)."""
+    """Steps at which mean J is reported (the book's 100, 200, 400)."""
     sigmas: float = 3.0
-    """Comparisons with the seed's numbers hold within this many standard errors of the difference."""
+    """Comparisons with the book's numbers hold within this many standard errors of the difference."""
     seed: int = 0
     """Seed of the torch.Generator; every baseline gets the same one (common random numbers)."""
 
     QUICK: ClassVar[dict] = {"seeds": 60}
 
 
-def seed_tolerance(se: float, sigmas: float) -> float:
+def book_tolerance(se: float, sigmas: float) -> float:
     """Half-width for |ours - seed|: ``sigmas`` standard errors of a difference of two equal-size estimates."""
     return sigmas * math.sqrt(2.0) * se
 
 
 def summary_rows(baseline: str, values: torch.Tensor, best_prob: torch.Tensor, config: Config,
                  result: Result) -> list[dict]:
-    """Seed 004's statistics for one baseline, ours beside the seed's; values [steps+1, seeds], best_prob [seeds]."""
+    """llm-ch6's statistics for one baseline, ours beside the book's; values [steps+1, seeds], best_prob [seeds]."""
     n = values.shape[1]
     rows = []
-    for step, seed_value in zip(config.checkpoints, SEED_MEAN_J[baseline]):
+    for step, book_value in zip(config.checkpoints, BOOK_MEAN_J[baseline]):
         mean, se = float(values[step].mean()), float(standard_error(values[step]))
         rows.append({"baseline": baseline, "quantity": f"mean J at step {step}", "ours": mean, "se": se,
-                     "seed": seed_value})
-        result.check_close(f"{baseline}: mean J at step {step} vs seed", mean, seed_value,
-                           seed_tolerance(se, config.sigmas),
+                     "book": book_value})
+        result.check_close(f"{baseline}: mean J at step {step} vs seed", mean, book_value,
+                           book_tolerance(se, config.sigmas),
                            f"{config.sigmas:g} se of a difference of two {n}-seed means (se = {se:.2g} over seeds)")
     low, high = torch.quantile(values[-1], torch.tensor([0.1, 0.9], dtype=values.dtype)).tolist()
     rows.append({"baseline": baseline, "quantity": f"10th pct of J at step {config.steps}", "ours": low,
-                 "seed": SEED_BAND[baseline][0]})
+                 "book": BOOK_BAND[baseline][0]})
     rows.append({"baseline": baseline, "quantity": f"90th pct of J at step {config.steps}", "ours": high,
-                 "seed": SEED_BAND[baseline][1]})
-    for label, share, seed_share in (("P(best) > 0.5", (best_prob > 0.5), SEED_BEST_ABOVE_HALF[baseline]),
-                                     ("P(best) < 0.1", (best_prob < 0.1), SEED_BEST_BELOW_TENTH[baseline])):
+                 "book": BOOK_BAND[baseline][1]})
+    for label, share, book_share in (("P(best) > 0.5", (best_prob > 0.5), BOOK_BEST_ABOVE_HALF[baseline]),
+                                     ("P(best) < 0.1", (best_prob < 0.1), BOOK_BEST_BELOW_TENTH[baseline])):
         p = float(share.double().mean())
         se = math.sqrt(p * (1.0 - p) / n)
         rows.append({"baseline": baseline, "quantity": f"share of seeds with {label}", "ours": p, "se": se,
-                     "seed": seed_share})
+                     "book": book_share})
         if baseline == "none":
-            result.check_close(f"none: share of seeds with {label} vs seed", p, seed_share,
-                               seed_tolerance(se, config.sigmas),
+            result.check_close(f"none: share of seeds with {label} vs seed", p, book_share,
+                               book_tolerance(se, config.sigmas),
                                f"{config.sigmas:g} binomial se of a difference of two {n}-seed shares")
     return rows
 
@@ -123,13 +123,13 @@ def run(config: Config, result: Result) -> None:
         counts = torch.bincount(final_pi.argmax(-1), minlength=bandit.n_arms).tolist()
         for arm, count in enumerate(counts, start=1):
             count_rows.append({"baseline": baseline, "most likely arm at the end": arm, "ours": count,
-                               "seed": SEED_FINAL_COUNTS[baseline].get(arm, 0)})
+                               "book": BOOK_FINAL_COUNTS[baseline].get(arm, 0)})
         on_best = counts[best] / config.seeds
         result.metrics[f"{baseline}: share ending on the best arm"] = on_best
         result.metrics[f"{baseline}: mean J at step {config.steps}"] = float(values[baseline][-1].mean())
         if baseline == "none":
             result.check_range("none: share of seeds ending on a worse arm", 1.0 - on_best, 0.15, 0.40,
-                               "issue band 15-40% around the seed's 55/200 = 27.5%")
+                               "issue band 15-40% around the book's 55/200 = 27.5%")
         else:
             result.check_range(f"{baseline}: share of seeds ending on the best arm", on_best, 0.98,
                                tolerance="issue: >= 98% (seed: 200/200)")

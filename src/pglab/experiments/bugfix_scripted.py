@@ -1,4 +1,4 @@
-"""bugfix-scripted: seed 000's scripted baselines on BugFixEnv (random 0.10, blind 0.21, oracle 1.00 on train).
+"""bugfix-scripted: agents-ch6's scripted baselines on BugFixEnv (random 0.10, blind 0.21, oracle 1.00 on train).
 
 Each scripted policy plays ``episodes_per_task`` episodes of every task of both splits. The measured
 pass rates are compared with the acceptance bands of issue 4 and with the exact expected pass rates
@@ -33,8 +33,8 @@ from pglab.result import Result
 SPLITS = ("train", "heldout")
 BANDS = {"oracle": (0.98, 1.0), "random": (0.05, 0.15), "blind": (0.15, 0.30)}
 """Issue 4's acceptance bands for the training-split pass rate."""
-SEED_RATES = {"random": 0.10, "blind": 0.21, "oracle": 1.00}
-"""Training-split pass rates that seed 000 cites (its Section 4.6)."""
+BOOK_RATES = {"random": 0.10, "blind": 0.21, "oracle": 1.00}
+"""Training-split pass rates that agents-ch6 cites (its Section 4.6)."""
 
 
 @dataclass
@@ -115,7 +115,7 @@ def run(config: Config, result: Result) -> None:
             mean_exact = sum(exact) / len(exact)
             se = math.sqrt(sum(p * (1 - p) for p in exact) / config.episodes_per_task) / len(tasks)
             rows.append({"policy": kind, "split": split, "episodes": len(episodes), **stats,
-                         "exact_pass_rate": mean_exact, "seed_000": SEED_RATES[kind] if split == "train" else None})
+                         "exact_pass_rate": mean_exact, "book_000": BOOK_RATES[kind] if split == "train" else None})
             result.check_close(f"{kind} pass rate on {split} equals its exact expectation", stats["pass_rate"],
                                mean_exact, config.sigmas * se,
                                tolerance=f"{config.sigmas:g} standard errors, se = {se:.4f}")
@@ -123,7 +123,7 @@ def run(config: Config, result: Result) -> None:
     for kind, (low, high) in BANDS.items():
         train = next(r for r in rows if r["policy"] == kind and r["split"] == "train")
         result.check_range(f"{kind} pass rate on the training split", train["pass_rate"], low, high,
-                           tolerance=f"issue 4 band; seed 000 cites {SEED_RATES[kind]:.2f}")
+                           tolerance=f"issue 4 band; agents-ch6 cites {BOOK_RATES[kind]:.2f}")
     result.check("every scripted call is valid", min(r["valid_calls"] for r in rows),
                  all(r["valid_calls"] == 1.0 for r in rows), "1")
     effects = op_effects(make_tasks("all"), grader)

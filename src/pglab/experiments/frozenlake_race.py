@@ -1,4 +1,4 @@
-"""frozenlake-race: five REINFORCE weightings trained on the calm FrozenLake, 20 seeds each (seed 003 14.6.4).
+"""frozenlake-race: five REINFORCE weightings trained on the calm FrozenLake, 20 seeds each (d2l-14.6 §14.6.4).
 
 The five variants differ only in the weight of each step's score: the episode's return, the
 reward-to-go, the centred reward-to-go, the normalised reward-to-go, and the reward-to-go minus
@@ -21,7 +21,7 @@ from pglab.runner import run_seeds
 from pglab.stats import bootstrap_se
 from pglab.trainers.tabular import VARIANTS, RaceJob, race_run
 
-SEED_TABLE = {  # seed 003 14.6.4.1: updates to 90% (median, fastest, slowest) and mean |step| over 40 updates
+BOOK_TABLE = {  # d2l-14.6 §14.6.4.1: updates to 90% (median, fastest, slowest) and mean |step| over 40 updates
     "return": (60.0, 26, 92, 0.20),
     "reward-to-go": (40.0, 22, 95, 0.38),
     "centred": (58.0, 43, 108, 0.15),
@@ -131,13 +131,13 @@ def run(config: Config, result: Result) -> None:
     for variant, run_ in runs.items():
         reach[variant] = updates_to_target(run_["success"], config.smooth, config.target)
         steps[variant] = run_["step"][:, :window].mean(1)  # per seed
-        seed_row = SEED_TABLE[variant]
+        book_row = BOOK_TABLE[variant]
         rows.append({
             "variant": variant,
-            "median updates to 90%": float(np.median(reach[variant])), "seed median": seed_row[0],
-            "fastest": int(reach[variant].min()), "seed fastest": seed_row[1],
-            "slowest": int(reach[variant].max()), "seed slowest": seed_row[2],
-            f"mean step norm, first {window}": float(steps[variant].mean()), "seed mean step norm": seed_row[3],
+            "median updates to 90%": float(np.median(reach[variant])), "book median": book_row[0],
+            "fastest": int(reach[variant].min()), "book fastest": book_row[1],
+            "slowest": int(reach[variant].max()), "book slowest": book_row[2],
+            f"mean step norm, first {window}": float(steps[variant].mean()), "book mean step norm": book_row[3],
             "final entropy (median)": float(np.median(run_["entropy"][:, -1])),
         })
     result.tables["race"] = rows
@@ -154,7 +154,7 @@ def run(config: Config, result: Result) -> None:
     ratio_se = bootstrap_se(lambda p: p[:, 0].mean() / p[:, 1].mean(),
                             np.stack([steps["normalised"], steps["centred"]], 1), config.bootstrap, rng)
     result.check_range(f"mean step norm over the first {window} updates: normalised / centred", ratio, 3.0, 8.0,
-                       tolerance=f"the issue's range around the seed's 5.1 (0.76 / 0.15); bootstrap se over "
+                       tolerance=f"the issue's range around the book's 5.1 (0.76 / 0.15); bootstrap se over "
                                  f"seeds = {ratio_se:.3g}")
     result.metrics.update({f"median_to90_{v}": m for v, m in medians.items()})
     result.metrics["step_ratio_normalised_over_centred"] = ratio

@@ -1,4 +1,4 @@
-"""frozenlake-static: estimators graded against the exact gradient at a frozen policy (seed 003 14.6.3.3, 14.6.4.1).
+"""frozenlake-static: estimators graded against the exact gradient at a frozen policy (d2l-14.6 §14.6.3.3, 14.6.4.1).
 
 A probe policy is trained for 16 updates and frozen. Its exact J, grad J and V^pi come from
 the linear solve. On one batch, the four divisors of a variable-length batch (episodes, each
@@ -21,9 +21,9 @@ from pglab.stats import bootstrap_se
 from pglab.trainers.tabular import ascent_direction, reinforce_updates, step_weights
 
 ESTIMATORS = ("return", "reward-to-go", "centred", "normalised", "exact baseline")
-SEED_FIVE = {"return": (0.98, 11.1), "reward-to-go": (0.97, 10.6), "centred": (0.98, 7.1),
+BOOK_FIVE = {"return": (0.98, 11.1), "reward-to-go": (0.97, 10.6), "centred": (0.98, 7.1),
              "normalised": (0.97, 6.9), "exact baseline": (0.98, 5.3)}
-SEED_DIVISORS = {"episodes": (0.868, 1.0), "own length": (0.082, 0.937), "total steps": (0.074, 1.0),
+BOOK_DIVISORS = {"episodes": (0.868, 1.0), "own length": (0.082, 0.937), "total steps": (0.074, 1.0),
                  "a constant": (0.109, 1.0)}
 
 
@@ -38,7 +38,7 @@ class Config:
     probe_lr: float = 0.13
     """Adam step size of the probe's training (REINFORCE with the episode return, loss averaged over steps).
 
-    Chosen so that the probe is mid-training like the seed's (J = 0.313): with seed 3 it lands at J = 0.345."""
+    Chosen so that the probe is mid-training like the book's (J = 0.313): with seed 3 it lands at J = 0.345."""
     probe_seed: int = 3
     """Seed of the probe's training."""
     draws: int = 200
@@ -79,7 +79,7 @@ def divisor_batch(mdp: TabularMDP, pi: torch.Tensor, episodes: int, generator: t
 
 
 def divisor_table(theta: torch.Tensor, batch: Episodes, config: Config, result: Result) -> list[dict]:
-    """Seed 003 14.6.3.3: one batch, the reward-to-go estimate under four divisors, |grad| and cosine to 'episodes'."""
+    """d2l-14.6 §14.6.3.3: one batch, the reward-to-go estimate under four divisors, |grad| and cosine to 'episodes'."""
     G = batch.reward_to_go(config.gamma)
     grads = {
         "episodes": ascent_direction(theta, batch, G, "seq_mean_token_sum"),
@@ -88,8 +88,8 @@ def divisor_table(theta: torch.Tensor, batch: Episodes, config: Config, result: 
         "a constant": ascent_direction(theta, batch, G, "constant", config.divisor_constant),
     }
     n, total = batch.n, int(batch.lengths.sum())
-    rows = [{"divisor": name, "grad norm": float(g.norm()), "seed grad norm": SEED_DIVISORS[name][0],
-             "cos to episodes": cosine(g, grads["episodes"]), "seed cos": SEED_DIVISORS[name][1]}
+    rows = [{"divisor": name, "grad norm": float(g.norm()), "book grad norm": BOOK_DIVISORS[name][0],
+             "cos to episodes": cosine(g, grads["episodes"]), "book cos": BOOK_DIVISORS[name][1]}
             for name, g in grads.items()]
     for name, expected in (("total steps", n / total), ("a constant", n / config.divisor_constant)):
         ratio = float(grads[name].norm() / grads["episodes"].norm())
@@ -131,11 +131,11 @@ def run(config: Config, result: Result) -> None:
     theta = train_probe(config)
     J, exact = float(mdp.exact_value(theta)), mdp.exact_gradient(theta)
     values = mdp.values(mdp.policy(theta)).detach()
-    result.check_range("probe J (mid-training, as the seed's probe)", J, 0.2, 0.5,
-                       tolerance="the seed's probe has J = 0.313; below J ~ 0.17 centring stops paying at batch size 4 "
+    result.check_range("probe J (mid-training, as the book's probe)", J, 0.2, 0.5,
+                       tolerance="the book's probe has J = 0.313; below J ~ 0.17 centring stops paying at batch size 4 "
                                  "(docs/tabular.md)")
-    result.tables["probe"] = [{"quantity": "J(theta)", "ours": J, "seed": 0.313},
-                              {"quantity": "norm of grad J", "ours": float(exact.norm()), "seed": 0.129}]
+    result.tables["probe"] = [{"quantity": "J(theta)", "ours": J, "book": 0.313},
+                              {"quantity": "norm of grad J", "ours": float(exact.norm()), "book": 0.129}]
 
     batch, attempts = divisor_batch(mdp, mdp.policy(theta), config.batch_episodes,
                                     torch.Generator().manual_seed(config.divisor_seed))
@@ -151,10 +151,10 @@ def run(config: Config, result: Result) -> None:
     for i, name in enumerate(ESTIMATORS):
         cos = cosine(estimates[:, i].mean(0), exact)
         cos_se = bootstrap_se(lambda d, i=i: cosine(d[:, i].mean(0), exact), estimates, config.bootstrap, rng)
-        rows.append({"estimator": name, "cos(mean, exact)": cos, "seed cos": SEED_FIVE[name][0],
-                     "relative variance": rel[name], "seed relative variance": SEED_FIVE[name][1]})
+        rows.append({"estimator": name, "cos(mean, exact)": cos, "book cos": BOOK_FIVE[name][0],
+                     "relative variance": rel[name], "book relative variance": BOOK_FIVE[name][1]})
         result.check_range(f"{name}: cosine of the mean to the exact gradient", cos, low=0.9,
-                           tolerance=f"issue threshold (seed: {SEED_FIVE[name][0]}); bootstrap se = {cos_se:.2g}")
+                           tolerance=f"issue threshold (seed: {BOOK_FIVE[name][0]}); bootstrap se = {cos_se:.2g}")
     result.tables["five_estimators"] = rows
 
     def gap(a: str, b: str) -> tuple[float, float]:
@@ -165,7 +165,7 @@ def run(config: Config, result: Result) -> None:
 
     diff, se = gap("return", "reward-to-go")
     result.check_range("relative variance: return - reward-to-go", diff, low=-2 * se,
-                       tolerance=f">= 0 within 2 bootstrap se (se = {se:.3g}); the seed's gap is 0.5 of 11")
+                       tolerance=f">= 0 within 2 bootstrap se (se = {se:.3g}); the book's gap is 0.5 of 11")
     for a, b in (("reward-to-go", "centred"), ("centred", "exact baseline"), ("normalised", "exact baseline")):
         diff, se = gap(a, b)
         result.check_range(f"relative variance: {a} - {b}", diff, low=2 * se,

@@ -1,4 +1,4 @@
-"""loo-enumeration: leave-one-out is exactly unbiased, centring shrinks by (n-1)/n (seed 003 14.6.3.2).
+"""loo-enumeration: leave-one-out is exactly unbiased, centring shrinks by (n-1)/n (d2l-14.6 §14.6.3.2).
 
 On the two-state, two-action problem every trajectory, and every batch of n trajectories, can
 be enumerated with its probability. The expectation of each batch estimator is then a finite
@@ -25,7 +25,7 @@ EXACT = 1e-12
 @dataclass
 class Config:
     rewards: tuple[tuple[float, float], tuple[float, float]] = ((0.3, 1.0), (0.6, 0.1))
-    """Reward table r[s, a] of the two decision states (the seed's)."""
+    """Reward table r[s, a] of the two decision states (the book's)."""
     batch_sizes: tuple[int, ...] = (2, 3)
     """Batch sizes n whose every batch is enumerated (4^n batches)."""
     seed: int = 0
@@ -74,7 +74,7 @@ def run(config: Config, result: Result) -> None:
         centred_gap = float((centred - (n - 1) / n * exact).abs().max())
         for claim, gap in (("E[leave-one-out] = grad J", loo_gap), ("E[centred] = (n-1)/n grad J", centred_gap)):
             rows.append({"n": n, "batches": len(probs) ** n, "claim": claim, "max abs difference": gap,
-                         "ours": gap <= EXACT, "seed": True if n == 2 else ""})
+                         "ours": gap <= EXACT, "book": True if n == 2 else ""})
         result.check_close(f"n = {n}: E[leave-one-out] equals the exact gradient", loo_gap, 0.0, EXACT,
                            "float64 finite sums")
         result.check_close(f"n = {n}: E[centred] equals (n-1)/n of the exact gradient", centred_gap, 0.0, EXACT,

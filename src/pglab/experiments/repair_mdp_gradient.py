@@ -1,4 +1,4 @@
-"""repair-mdp-gradient: the score-function estimator against the exact gradient of the repair MDP (seed 000 6.1, 6.4).
+"""repair-mdp-gradient: the score-function estimator against the exact gradient of the repair MDP (agents-ch6 §6.1-6.4).
 
 A random softmax table theta [7, 4] on the repair MDP (docs/tabular.md). J and grad J are exact
 (linear solve, autograd). A 20,000-episode Monte Carlo gradient is the gradient of the surrogate
@@ -21,8 +21,8 @@ from pglab.result import Result
 from pglab.stats import standard_error
 from pglab.trainers.tabular import ascent_direction, surrogate_loss
 
-SEED_SHIFTS = {"0": (-0.8342, 0.9988), "-J": (-0.4056, 0.9992), "+5": (-17.0281, 0.7833)}
-SEED_BASELINES = {"none": (0.033, 0.034, 0.0071), "exact J": (0.028, 0.030, 0.0057),
+BOOK_SHIFTS = {"0": (-0.8342, 0.9988), "-J": (-0.4056, 0.9992), "+5": (-17.0281, 0.7833)}
+BOOK_BASELINES = {"none": (0.033, 0.034, 0.0071), "exact J": (0.028, 0.030, 0.0057),
                   "batch mean": (0.038, 0.030, 0.0056), "constant 1": (0.080, 0.056, 0.0191)}
 
 
@@ -75,7 +75,7 @@ def surrogate_value_and_gradient(theta: torch.Tensor, episodes: Episodes,
 
 
 def monte_carlo_rows(theta, exact, J, episodes: Episodes, config: Config, result: Result) -> tuple[list, list]:
-    """Seed 000 6.1: J vs mean return, the Monte Carlo gradient, and the surrogate under three shifts."""
+    """agents-ch6 §6.1: J vs mean return, the Monte Carlo gradient, and the surrogate under three shifts."""
     returns = episodes.episode_returns(1.0)
     n = len(returns)
     se = float(standard_error(returns))
@@ -90,14 +90,14 @@ def monte_carlo_rows(theta, exact, J, episodes: Episodes, config: Config, result
         measured[label] = {"surrogate value": value, "cosine to exact": cosine(grad, exact),
                            "relative error": float((grad - exact).norm() / exact.norm()),
                            "noise level": relative_noise((returns + shift)[:, None, None] * scores, exact)}
-    shift_rows = [{"return shift": label, **m, "seed value": SEED_SHIFTS.get(label, (math.nan,) * 2)[0],
-                   "seed cosine": SEED_SHIFTS.get(label, (math.nan,) * 2)[1]} for label, m in measured.items()]
+    shift_rows = [{"return shift": label, **m, "book value": BOOK_SHIFTS.get(label, (math.nan,) * 2)[0],
+                   "book cosine": BOOK_SHIFTS.get(label, (math.nan,) * 2)[1]} for label, m in measured.items()]
     plain = measured["0"]
-    rows = [{"quantity": "J exact", "ours": J, "seed": 0.1323},
-            {"quantity": "mean return", "ours": float(returns.mean()), "seed": 0.1264},
-            {"quantity": "relative error of the Monte Carlo gradient", "ours": plain["relative error"], "seed": 0.068},
-            {"quantity": "noise level (se / norm of grad J)", "ours": plain["noise level"], "seed": ""},
-            {"quantity": "cosine to the exact gradient", "ours": plain["cosine to exact"], "seed": 0.9988}]
+    rows = [{"quantity": "J exact", "ours": J, "book": 0.1323},
+            {"quantity": "mean return", "ours": float(returns.mean()), "book": 0.1264},
+            {"quantity": "relative error of the Monte Carlo gradient", "ours": plain["relative error"], "book": 0.068},
+            {"quantity": "noise level (se / norm of grad J)", "ours": plain["noise level"], "book": ""},
+            {"quantity": "cosine to the exact gradient", "ours": plain["cosine to exact"], "book": 0.9988}]
     result.check_range(f"Monte Carlo gradient ({n} episodes): cosine to exact", plain["cosine to exact"], low=0.99,
                        tolerance=f"issue threshold (seed 0.9988); noise level {plain['noise level']:.3g} "
                                  "of the norm of grad J")
@@ -119,7 +119,7 @@ def monte_carlo_rows(theta, exact, J, episodes: Episodes, config: Config, result
 
 
 def unbiasedness_rows(theta, exact, J, config: Config, result: Result) -> list[dict]:
-    """Seed 000 6.4: 400 batches of 64; the mean over batches vs grad J for four baselines."""
+    """agents-ch6 §6.4: 400 batches of 64; the mean over batches vs grad J for four baselines."""
     mdp = repair_mdp()
     episodes = mdp.sample(mdp.policy(theta), config.batches * config.batch_size,
                           torch.Generator().manual_seed(config.batch_seed))
@@ -134,10 +134,10 @@ def unbiasedness_rows(theta, exact, J, config: Config, result: Result) -> list[d
         error = float((per_batch[name].mean(0) - exact).norm() / exact.norm())
         noise = relative_noise(per_batch[name], exact)
         variance = float(total_variance(per_batch[name].flatten(1)))
-        seed = SEED_BASELINES[name]
-        rows.append({"baseline": name, "relative error of the mean": error, "seed error": seed[0],
-                     "noise level": noise, "seed noise": seed[1], "per-batch variance": variance,
-                     "seed variance": seed[2], "error / noise": error / noise})
+        seed = BOOK_BASELINES[name]
+        rows.append({"baseline": name, "relative error of the mean": error, "book error": seed[0],
+                     "noise level": noise, "book noise": seed[1], "per-batch variance": variance,
+                     "book variance": seed[2], "error / noise": error / noise})
         result.check_range(f"baseline {name}: mean of {config.batches} batches within 2 noise levels of grad J",
                            error / noise, high=2.0,
                            tolerance="noise level = sqrt(trace cov / batches) / norm of grad J; the issue's 'about 2'")
@@ -154,7 +154,7 @@ def unbiasedness_rows(theta, exact, J, config: Config, result: Result) -> list[d
 def run(config: Config, result: Result) -> None:
     result.summary = (
         "The repair MDP (7 states x 4 actions, start 'unread', terminal 'done', gamma = 1; docs/tabular.md) under "
-        "a random softmax table. The seed's MDP is a different design (its chapter is not here), so the seed "
+        "a random softmax table. The book's MDP is a different design (its chapter is not here), so the seed "
         "columns show the scale to expect, not values to match.")
     mdp = repair_mdp()
     generator = torch.Generator().manual_seed(config.theta_seed)

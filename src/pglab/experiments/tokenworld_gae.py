@@ -1,7 +1,7 @@
-"""tokenworld-gae: exact values, TD errors and GAE's lambda trade-off in the token world (seed 004, 6.8-6.10).
+"""tokenworld-gae: exact values, TD errors and GAE's lambda trade-off in the token world (llm-ch6 §6.8-6.10).
 
 Every Monte Carlo number sits beside the same quantity computed exactly by enumerating all 2^T
-replies with their probabilities, and beside the seed's printed number where it prints one.
+replies with their probabilities, and beside the book's printed number where it prints one.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from pglab.result import Result
 from pglab.runner import single_torch_thread
 from pglab.stats import standard_error
 
-SEED_START = {"V(start)": 0.5443, "Q(s0, A)": 0.6826, "Q(s0, B)": 0.3370,
+BOOK_START = {"V(start)": 0.5443, "Q(s0, A)": 0.6826, "Q(s0, B)": 0.3370,
               "A(s0, A)": 0.1382, "A(s0, B)": -0.2074}
-SEED_EPISODE = {  # seed 004 6.9, the episode ABABAA under a rough critic (exact V plus noise 0.15)
+BOOK_EPISODE = {  # llm-ch6 §6.9, the episode ABABAA under a rough critic (exact V plus noise 0.15)
     "V": [0.850, 0.553, 0.417, 0.572, 0.227, 0.456],
     "delta": [-0.298, -0.136, 0.156, -0.345, 0.229, 0.544],
     "gae": [0.025, 0.340, 0.501, 0.363, 0.746, 0.544],
     "monte_carlo": [0.15, 0.447, 0.583, 0.428, 0.773, 0.544],
     "exact": [0.138, -0.207, 0.173, -0.288, 0.240, 0.400],
 }
-SEED_TRADEOFF = {  # (critic noise, lambda) -> (bias^2, variance, total error), seed 004 6.10
+BOOK_TRADEOFF = {  # (critic noise, lambda) -> (bias^2, variance, total error), llm-ch6 §6.10
     (0.0, 0.0): (0.0, 0.0, 0.0),
     (0.0, 0.95): (0.0, 0.1011, 0.1011),
     (0.0, 1.0): (0.0, 0.1304, 0.1304),
@@ -37,16 +37,16 @@ SEED_TRADEOFF = {  # (critic noise, lambda) -> (bias^2, variance, total error), 
     (0.15, 0.4): (0.0405, 0.0063, 0.0468),
     (0.15, 1.0): (0.0292, 0.1304, 0.1596),
 }
-SEED_BEST_LAMBDA = {0.0: 0.0, 0.05: 0.0, 0.15: 0.4}
-"""The seed's best lambda per critic noise (6.10, reading 4)."""
+BOOK_BEST_LAMBDA = {0.0: 0.0, 0.05: 0.0, 0.15: 0.4}
+"""The book's best lambda per critic noise (6.10, reading 4)."""
 # The seed prints V to 3 decimals; GAE's coefficients on V sum to at most 2 in absolute value, so the
 # rounding of its V column moves an advantage by at most 2 * 0.0005, plus 0.0005 for the printed output.
-SEED_V_TOL = 0.0015
+BOOK_V_TOL = 0.0015
 WORLD = TokenWorld(length=6, need=4)
 P_A = 0.6
-"""The seed's world and its fixed policy."""
+"""The book's world and its fixed policy."""
 EXAMPLE, EXAMPLE_LAM = "ABABAA", 0.95
-"""The seed's one episode and the lambda of its GAE column."""
+"""The book's one episode and the lambda of its GAE column."""
 FLOAT_ZERO = 1e-24
 """bias^2 and variance below this are zero up to float64 rounding of numbers of order 1."""
 
@@ -106,15 +106,15 @@ def bias_variance(estimates: torch.Tensor, keys: torch.Tensor, exact: torch.Tens
 
 
 def start_table(result: Result) -> list[dict]:
-    """V, Q and A at the start state beside the seed's 4-digit values."""
+    """V, Q and A at the start state beside the book's 4-digit values."""
     v, q, adv = WORLD.exact_values(P_A), WORLD.exact_q(P_A), WORLD.exact_advantages(P_A)
     ours = {"V(start)": v[0, 0], "Q(s0, A)": q[0, 0, A], "Q(s0, B)": q[0, 0, B],
             "A(s0, A)": adv[0, 0, A], "A(s0, B)": adv[0, 0, B]}
     rows = []
     for name, value in ours.items():
-        rows.append({"quantity": name, "exact": float(value), "seed": SEED_START[name]})
-        result.check_close(f"exact {name} to 4 digits", float(value), SEED_START[name], 5e-5,
-                           "half a unit of the seed's 4th decimal")
+        rows.append({"quantity": name, "exact": float(value), "book": BOOK_START[name]})
+        result.check_close(f"exact {name} to 4 digits", float(value), BOOK_START[name], 5e-5,
+                           "half a unit of the book's 4th decimal")
     return rows
 
 
@@ -127,33 +127,33 @@ def values_table() -> list[dict]:
 
 
 def episode_table(critic: torch.Tensor, result: Result) -> list[dict]:
-    """The seed's episode under our rough critic, beside GAE from the seed's V column and its printed values."""
+    """The book's episode under our rough critic, beside GAE from the book's V column and its printed values."""
     tokens = torch.tensor([[A if c == "A" else B for c in EXAMPLE]])
     states, rewards = WORLD.states(tokens)[0], WORLD.rewards(tokens)[0]
     exact = WORLD.exact_advantages(P_A).flatten()[pair_keys(tokens)][0]
     lams = {"delta": 0.0, "GAE": EXAMPLE_LAM, "MC": 1.0}
     ours = {name: gae_along(critic[None], tokens, lam) for name, lam in lams.items()}
-    seed_v = torch.tensor(SEED_EPISODE["V"], dtype=torch.float64)
-    from_seed = {name: gae(rewards, seed_v, 1.0, lam)[0] for name, lam in lams.items()}
-    seed_key = {"delta": "delta", "GAE": "gae", "MC": "monte_carlo"}
+    book_v = torch.tensor(BOOK_EPISODE["V"], dtype=torch.float64)
+    from_seed = {name: gae(rewards, book_v, 1.0, lam)[0] for name, lam in lams.items()}
+    book_key = {"delta": "delta", "GAE": "gae", "MC": "monte_carlo"}
     rows = []
     for t in range(WORLD.length):
         row = {"t": t, "state": f"({t}, {int(states[t])})", "token": EXAMPLE[t], "r": float(rewards[t]),
-               "V ours": float(ours["delta"][1][0, 0, t]), "V seed": SEED_EPISODE["V"][t]}
+               "V ours": float(ours["delta"][1][0, 0, t]), "V seed": BOOK_EPISODE["V"][t]}
         for name in lams:
             row.update({f"{name} ours": float(ours[name][0][0, 0, t]),
                         f"{name} from seed V": float(from_seed[name][t]),
-                        f"{name} seed": SEED_EPISODE[seed_key[name]][t]})
-        row.update({"exact A": float(exact[t]), "exact A seed": SEED_EPISODE["exact"][t]})
+                        f"{name} seed": BOOK_EPISODE[book_key[name]][t]})
+        row.update({"exact A": float(exact[t]), "exact A seed": BOOK_EPISODE["exact"][t]})
         rows.append(row)
     for name in lams:
         gap = max(abs(r[f"{name} from seed V"] - r[f"{name} seed"]) for r in rows)
-        result.check(f"{EXAMPLE}: {name} (lambda {lams[name]:g}) from the seed's V column = the printed one", gap,
-                     gap <= SEED_V_TOL, f"<= {SEED_V_TOL}",
+        result.check(f"{EXAMPLE}: {name} (lambda {lams[name]:g}) from the book's V column = the printed one", gap,
+                     gap <= BOOK_V_TOL, f"<= {BOOK_V_TOL}",
                      "V rounded to 3 decimals (coefficients on V sum to <= 2) plus the printed rounding")
     gap = max(abs(r["exact A"] - r["exact A seed"]) for r in rows)
-    result.check(f"{EXAMPLE}: exact advantages = seed's", gap, gap <= 5e-4, "<= 0.0005",
-                 "half a unit of the seed's 3rd decimal")
+    result.check(f"{EXAMPLE}: exact advantages = the book's", gap, gap <= 5e-4, "<= 0.0005",
+                 "half a unit of the book's 3rd decimal")
     return rows
 
 
@@ -178,13 +178,13 @@ def tradeoff(critics: dict[float, torch.Tensor], config: Config, gen: torch.Gene
                 if not suffix:
                     row["variance se"] = float(standard_error(sq_dev))
     for key, row in rows.items():
-        seed = SEED_TRADEOFF.get(key, ("", "", ""))
-        row.update({"seed bias2": seed[0], "seed variance": seed[1], "seed total": seed[2]})
+        seed = BOOK_TRADEOFF.get(key, ("", "", ""))
+        row.update({"seed bias2": seed[0], "book variance": seed[1], "book total": seed[2]})
     return list(rows.values())
 
 
 def check_tradeoff(rows: list[dict], config: Config, result: Result) -> None:
-    """The seed's four readings of the trade-off, plus Monte Carlo against enumeration."""
+    """The book's four readings of the trade-off, plus Monte Carlo against enumeration."""
     by = {(r["noise"], r["lambda"]): r for r in rows}
     exact0 = by.get((0.0, 0.0))
     if exact0 is not None:
@@ -211,11 +211,11 @@ def check_tradeoff(rows: list[dict], config: Config, result: Result) -> None:
                      "largest decrease from one lambda to the next <= 1e-12", "float64 rounding")
         best = min(own, key=lambda r: r["total exact"])["lambda"]
         result.metrics[f"best lambda, critic noise {noise:g}"] = best
-        if noise in SEED_BEST_LAMBDA and 0.0 in config.lambdas and 1.0 in config.lambdas:
-            seed_best = SEED_BEST_LAMBDA[noise]
-            result.check(f"critic noise {noise:g}: best lambda (enumeration; seed {seed_best:g})", best,
-                         best == 0.0 if seed_best == 0.0 else 0.0 < best < 1.0,
-                         "0" if seed_best == 0.0 else "in (0, 1)", "exact enumeration" if seed_best == 0.0
+        if noise in BOOK_BEST_LAMBDA and 0.0 in config.lambdas and 1.0 in config.lambdas:
+            book_best = BOOK_BEST_LAMBDA[noise]
+            result.check(f"critic noise {noise:g}: best lambda (enumeration; seed {book_best:g})", best,
+                         best == 0.0 if book_best == 0.0 else 0.0 < best < 1.0,
+                         "0" if book_best == 0.0 else "in (0, 1)", "exact enumeration" if book_best == 0.0
                          else "exact enumeration; where inside (0, 1) depends on the noise draw")
     at_one = [by[(n, 1.0)]["variance exact"] for n in config.noises if (n, 1.0) in by]
     if len(at_one) > 1:

@@ -1,4 +1,4 @@
-"""tokenworld-training: REINFORCE, leave-one-out and GAE with a learned critic in the token world (seed 004, 6.10).
+"""tokenworld-training: REINFORCE, leave-one-out and GAE with a learned critic in the token world (llm-ch6 §6.10).
 
 Every seed trains its own tabular policy (one logit per state, P(A) = 0.5 at the start) and, for
 GAE, its own tabular critic (0 at the start, trained on the lambda-returns). All seeds advance
@@ -29,22 +29,22 @@ SPREAD_AT = 25
 """Update at which the seed compares the spread between seeds."""
 
 
-def _seed(at: tuple[float, ...], median: int, sd: float, below: float | None = None) -> dict:
+def _book(at: tuple[float, ...], median: int, sd: float, below: float | None = None) -> dict:
     return {**dict(zip(MILESTONES, at, strict=True)), "median": median, "sd": sd, "below": below}
 
 
-SEED_PLAIN = {  # seed 004 6.10: success at the milestones, median updates to 0.9, sd over seeds at 25
-    "no baseline": _seed((0.476, 0.668, 0.839, 0.963), 72, 0.016),
-    "leave-one-out": _seed((0.476, 0.668, 0.842, 0.962), 71, 0.009),
-    "GAE lambda 0": _seed((0.388, 0.512, 0.759, 0.959), 85, 0.008),
-    "GAE lambda 0.5": _seed((0.414, 0.586, 0.808, 0.961), 78, 0.009),
-    "GAE lambda 0.95": _seed((0.468, 0.660, 0.839, 0.962), 72, 0.010),
-    "GAE lambda 1": _seed((0.476, 0.667, 0.842, 0.962), 71, 0.010),
+BOOK_PLAIN = {  # llm-ch6 §6.10: success at the milestones, median updates to 0.9, sd over seeds at 25
+    "no baseline": _book((0.476, 0.668, 0.839, 0.963), 72, 0.016),
+    "leave-one-out": _book((0.476, 0.668, 0.842, 0.962), 71, 0.009),
+    "GAE lambda 0": _book((0.388, 0.512, 0.759, 0.959), 85, 0.008),
+    "GAE lambda 0.5": _book((0.414, 0.586, 0.808, 0.961), 78, 0.009),
+    "GAE lambda 0.95": _book((0.468, 0.660, 0.839, 0.962), 72, 0.010),
+    "GAE lambda 1": _book((0.476, 0.667, 0.842, 0.962), 71, 0.010),
 }
-SEED_SHIFTED = {  # the same with +5 on every reward, and the share of seeds below 0.5 at the end
-    "no baseline": _seed((0.462, 0.607, 0.749, 0.954), 75, 0.194, 0.0),
-    "leave-one-out": _seed((0.476, 0.668, 0.842, 0.962), 71, 0.009, 0.0),
-    "GAE lambda 0.95": _seed((0.467, 0.651, 0.833, 0.961), 73, 0.069, 0.0),
+BOOK_SHIFTED = {  # the same with +5 on every reward, and the share of seeds below 0.5 at the end
+    "no baseline": _book((0.462, 0.607, 0.749, 0.954), 75, 0.194, 0.0),
+    "leave-one-out": _book((0.476, 0.668, 0.842, 0.962), 71, 0.009, 0.0),
+    "GAE lambda 0.95": _book((0.467, 0.651, 0.833, 0.961), 73, 0.069, 0.0),
 }
 
 
@@ -95,7 +95,7 @@ def summary_row(method: str, curve: np.ndarray, config: Config, seed: dict | Non
         row[f"success@{u}"] = float(curve[u].mean())
         row[f"seed@{u}"] = seed.get(u, "")
     row[f"median updates to {config.target:g}"] = float(np.median(first_crossing(curve, config.target)))
-    row["seed median"] = seed.get("median", "")
+    row["book median"] = seed.get("median", "")
     row[f"sd@{SPREAD_AT}"] = float(curve[SPREAD_AT].std(ddof=1))
     row[f"seed sd@{SPREAD_AT}"] = seed.get("sd", "")
     row["below 0.5 at the end"] = float((curve[-1] < 0.5).mean())
@@ -117,7 +117,7 @@ def mean_gap(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 
 def check_claims(curves: dict, config: Config, result: Result) -> None:
-    """The seed's readings of the training comparison, each with its tolerance."""
+    """The book's readings of the training comparison, each with its tolerance."""
     plain, shifted = curves[0.0], curves[config.shift]
     k, n = config.sigmas, config.seeds
     same = torch.equal(plain["leave-one-out"], shifted["leave-one-out"])
@@ -184,7 +184,7 @@ def run(config: Config, result: Result) -> None:
                                                      critic_lr=config.critic_lr, init_p_a=config.init_p_a,
                                                      generator=torch.Generator().manual_seed(config.seed))
                                for name, lam in methods.items()}
-    for offset, table, seeds in ((0.0, "training", SEED_PLAIN), (config.shift, "training_shifted", SEED_SHIFTED)):
+    for offset, table, seeds in ((0.0, "training", BOOK_PLAIN), (config.shift, "training_shifted", BOOK_SHIFTED)):
         result.tables[table] = [summary_row(name, curve.numpy(), config, seeds.get(name))
                                 for name, curve in curves[offset].items()]
     check_claims(curves, config, result)
