@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import ast
-import dataclasses
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from pglab.result import Result
 DEFAULT_OUT = Path("runs")
 
 
-def print_result(result: Result, folder: Path | None = None, max_rows: int = 20) -> None:
+def print_result(result: Result, folder: Path | None = None, written: list[Path] | None = None,
+                 max_rows: int = 20) -> None:
     """Print a Result's claims and tables on the terminal."""
     from rich.console import Console
     from rich.table import Table
@@ -43,11 +45,17 @@ def print_result(result: Result, folder: Path | None = None, max_rows: int = 20)
             table.add_row(check.claim, format_value(check.value), check.expected, ok)
         console.print(table)
     if folder is not None:
-        console.print(f"results written to [bold]{folder}[/bold] (report.md, result.json, csv, png)")
+        kinds = ", ".join(dict.fromkeys(p.suffix.lstrip(".") for p in written or []))
+        console.print(f"results written to [bold]{folder}[/bold] ({kinds})")
 
 
-def _parse_value(text: str, field_type: Any) -> Any:
-    if field_type in (str, "str"):
+class UsageError(ValueError):
+    """Bad command-line input: printed as one line, exit status 2."""
+
+
+def parse_value(text: str, field_type: Any) -> Any:
+    """A --set value: a Python literal (number, tuple, True, None), or the raw text for a str setting."""
+    if field_type is str:
         return text
     try:
         return ast.literal_eval(text)
@@ -55,25 +63,52 @@ def _parse_value(text: str, field_type: Any) -> Any:
         return text
 
 
-def _overrides(exp, args) -> dict[str, Any]:
-    """Config overrides from --set, --seeds and --backend (with --all, only where the experiment has the field)."""
-    fields = {f.name: f for f in dataclasses.fields(exp.config_cls)}
+def parse_sets(items: list[str] | None) -> dict[str, str]:
+    """--set KEY=VALUE items -> {key: raw text}."""
+    pairs = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set takes KEY=VALUE, got {item!r}; e.g. --set samples=1000")
+        pairs[key.strip()] = value
+    return pairs
+
+
+def overrides_for(exp, args, sets: dict[str, str]) -> dict[str, Any]:
+    """Config overrides from --set, --seeds, --first-seed and --backend; with --all, only where the field exists."""
+    fields = exp.fields()
     overrides: dict[str, Any] = {}
-    for item in args.set or []:
-        if "=" not in item:
-            raise ValueError(f"--set takes key=value, got {item!r}")
-        key, value = item.split("=", 1)
-        overrides[key] = _parse_value(value, fields[key].type if key in fields else str)
-    for key in ("seeds", "backend"):
+    for key, text in sets.items():
+        if key in fields:
+            overrides[key] = parse_value(text, fields[key])
+        elif not args.all:
+            raise UsageError(f"experiment {exp.name!r} has no setting {key!r}; its settings: {', '.join(fields)}")
+    for key in ("seeds", "first_seed", "backend"):
         value = getattr(args, key)
         if value is None:
             continue
         if key not in fields:
             if args.all:
                 continue
-            raise ValueError(f"experiment {exp.name!r} takes no --{key}; its settings: {sorted(fields)}")
+            flag = "--" + key.replace("_", "-")
+            raise UsageError(f"experiment {exp.name!r} takes no {flag}; its settings: {', '.join(fields)}")
         overrides[key] = value
     return overrides
+
+
+def check_out_folder(path: Path) -> None:
+    """Refuse an --out that is a file or cannot be written, before any work is done (nothing is created)."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--out {path} is a file; pass a folder (it is created if missing)")
+    existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    try:
+        if not existing.is_dir():
+            raise OSError
+        fd, probe = tempfile.mkstemp(prefix=".pglab-probe-", dir=existing)   # root ignores access bits: try it
+        os.close(fd)
+        os.unlink(probe)
+    except OSError:
+        raise UsageError(f"--out {path}: cannot write in {existing}; pass a folder you can write to") from None
 
 
 def cmd_reproduce(args) -> int:
@@ -83,20 +118,33 @@ def cmd_reproduce(args) -> int:
         for name in experiment_names():
             print(f"{name:<24} {get_experiment(name).summary}")
         return 0
-    if not args.all and not args.name:
-        print("pglab reproduce: name an experiment, or pass --list or --all", file=sys.stderr)
-        return 2
+    if args.all == bool(args.name):
+        raise UsageError("name one experiment, or pass --all (or --list); see pglab reproduce --help")
     names = experiment_names() if args.all else [args.name]
     out_root = Path(args.out) if args.out else DEFAULT_OUT
-    entries = []
+    check_out_folder(out_root)
+    sets = parse_sets(args.set)
+    if args.all:
+        unused = sorted(set(sets) - {k for n in names for k in get_experiment(n).fields()})
+        if unused:
+            raise UsageError(f"no experiment has the setting(s) {unused}; a report's Configuration table lists its experiment's settings")
+    # Every experiment's settings are checked before the first one runs.
+    plans = []
     for name in names:
         exp = get_experiment(name)
+        overrides = overrides_for(exp, args, sets)
+        exp.config(quick=args.quick, **overrides)
+        plans.append((exp, overrides))
+    command = " ".join(["pglab", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("pglab") else None
+    entries = []
+    for exp, overrides in plans:
         start = time.perf_counter()
-        result = exp.run(quick=args.quick, **_overrides(exp, args))
-        folder = write_report(result, out_root / name if (args.all or not args.out) else out_root)
-        print(f"== {name}: {time.perf_counter() - start:.1f} s")
-        print_result(result, folder)
-        entries.append((name, folder, result.passed))
+        result = exp.run(quick=args.quick, command=command, **overrides)
+        folder = out_root / exp.name if (args.all or not args.out) else out_root
+        written = write_report(result, folder)
+        print(f"== {exp.name}: {time.perf_counter() - start:.1f} s")
+        print_result(result, folder, written)
+        entries.append((exp.name, folder, result.passed))
     if args.all:
         print(f"index: {write_index(entries, out_root)}")
     return 0 if all(passed for _, _, passed in entries) else 1
@@ -109,11 +157,15 @@ def cmd_bench(args) -> int:
         for name, summary in BENCHMARKS.items():
             print(f"{name:<12} {summary}")
         return 0
+    if args.name and args.name not in BENCHMARKS:
+        raise UsageError(f"unknown benchmark {args.name!r}; `pglab bench --list` shows: {', '.join(BENCHMARKS)}")
+    out_root = Path(args.out or DEFAULT_OUT)
+    check_out_folder(out_root)
     passed = True
     for name in BENCHMARKS if args.all else [args.name]:
         result = run_benchmark(name, quick=args.quick)
-        folder = write_report(result, Path(args.out or DEFAULT_OUT) / f"bench-{name}")
-        print_result(result, folder)
+        folder = out_root / f"bench-{name}"
+        print_result(result, folder, write_report(result, folder))
         passed &= result.passed
     return 0 if passed else 1
 
@@ -121,15 +173,36 @@ def cmd_bench(args) -> int:
 def cmd_demo(args) -> int:
     from pglab.experiments import get_experiment
 
+    folder = Path(args.out or DEFAULT_OUT) / "demo"
+    check_out_folder(folder)
     result = get_experiment("bandit-variance").run(quick=args.quick)
-    folder = write_report(result, Path(args.out or DEFAULT_OUT) / "demo")
-    print_result(result, folder)
+    print_result(result, folder, write_report(result, folder))
     return 0 if result.passed else 1
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2) and no abbreviated options (``--seed`` is not ``--seeds``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
+    def error(self, message: str) -> None:
+        raise UsageError(f"{self.prog}: {message}; see {self.prog} --help")
+
+
+def integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expects an integer, got {text!r}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pglab", description="A policy-gradient laboratory.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    from pglab import __version__
+
+    parser = Parser(prog="pglab", description="A policy-gradient laboratory.")
+    parser.add_argument("--version", action="version", version=f"pglab {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     demo = sub.add_parser("demo", help="run the main job on the embedded default")
     demo.add_argument("--out", help="output folder root (default: runs/)")
@@ -140,9 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("name", nargs="?", help="experiment name (see --list)")
     rep.add_argument("--list", action="store_true", help="list the experiments")
     rep.add_argument("--all", action="store_true", help="run every experiment and write index.html")
-    rep.add_argument("--seeds", type=int, help="number of seeds (experiments that take seeds)")
+    rep.add_argument("--seeds", type=integer, help="number of seeds (experiments that take seeds)")
+    rep.add_argument("--first-seed", type=integer, help="first RNG seed (default 0): --first-seed 20 "
+                     "--seeds 20 runs seeds 20-39")
     rep.add_argument("--backend", choices=["serial", "process", "ray"], help="seed runner backend")
-    rep.add_argument("--out", help="output folder (default: runs/NAME)")
+    rep.add_argument("--out", help="output folder (default: runs/NAME; with --all, the root)")
     rep.add_argument("--quick", action="store_true", help="reduced size, as the tests run it")
     rep.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
     rep.set_defaults(func=cmd_reproduce)
@@ -158,9 +233,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; bad input is one line on stderr with exit 2, Ctrl-C one line with exit 130."""
     try:
+        args = build_parser().parse_args(argv)
         return args.func(args)
     except ValueError as err:
-        print(f"pglab: {err}", file=sys.stderr)
+        print(f"pglab: {err}" if not str(err).startswith("pglab") else str(err), file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("pglab: interrupted; nothing was written for the unfinished run", file=sys.stderr)
+        return 130

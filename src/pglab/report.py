@@ -6,6 +6,9 @@ import csv
 import html
 import json
 import math
+import os
+import shutil
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -69,57 +72,138 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def _claim_rows(result: Result) -> list[dict[str, Any]]:
+    return [{"claim": c.claim, "measured": c.value, "expected": c.expected, "tolerance": c.tolerance,
+             "ok": "yes" if c.passed else "NO"} for c in result.checks]
+
+
+def _status(result: Result) -> str:
+    return "all claims hold" if result.passed else f"{len(result.failed_checks())} claim(s) FAILED"
+
+
+def _settings_rows(mapping: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    return [{key: k, "value": v} for k, v in mapping.items()]
+
+
 def render_markdown(result: Result) -> str:
     """The report of one Result as Markdown, figures embedded by file name."""
     parts = [f"# {result.name}", ""]
     if result.summary:
         parts += [result.summary.strip(), ""]
     if result.checks:
-        status = "all claims hold" if result.passed else f"{len(result.failed_checks())} claim(s) FAILED"
-        parts += [f"## Claims ({status})", ""]
-        parts.append(markdown_table([
-            {"claim": c.claim, "measured": c.value, "expected": c.expected,
-             "tolerance": c.tolerance, "ok": "yes" if c.passed else "NO"}
-            for c in result.checks
-        ]))
-        parts.append("")
+        parts += [f"## Claims ({_status(result)})", "", markdown_table(_claim_rows(result)), ""]
     if result.metrics:
-        parts += ["## Metrics", "", markdown_table([{"metric": k, "value": v} for k, v in result.metrics.items()]), ""]
+        parts += ["## Metrics", "", markdown_table(_settings_rows(result.metrics, "metric")), ""]
     for name, rows in result.tables.items():
         parts += [f"## {name}", "", markdown_table(rows), ""]
     for name in result.figures:
         parts += [f"## Figure: {name}", "", f"![{name}]({name}.png)", ""]
-    parts += ["## Configuration", "", markdown_table([{"key": k, "value": v} for k, v in result.config.items()]), ""]
+    parts += ["## Configuration", "", markdown_table(_settings_rows(result.config, "key")), ""]
+    if result.provenance:
+        parts += ["## Provenance", "", markdown_table(_settings_rows(result.provenance, "key")), ""]
     return "\n".join(parts)
 
 
-def write_report(result: Result, out_dir: str | Path) -> Path:
-    """Write result.json, report.md, <table>.csv and <figure>.png into ``out_dir``; return the folder."""
+def html_table(rows: list[dict[str, Any]]) -> str:
+    """Rows of dicts -> an HTML table (columns in order of first appearance); a cell "NO" is marked failed."""
+    if not rows:
+        return "<p><em>(empty)</em></p>"
+    columns = _columns(rows)
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
+    body = []
+    for row in rows:
+        cells = []
+        for c in columns:
+            text = format_value(row.get(c, ""))
+            cls = ' class="fail"' if text == "NO" else ""
+            cells.append(f"<td{cls}>{html.escape(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+_STYLE = ("body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}"
+          "table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:14px}"
+          "th,td{padding:4px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}"
+          "th{background:#f4f4f4}td.fail{color:#b00;font-weight:bold}img{max-width:100%}"
+          ".fail-banner{color:#b00}")
+
+
+def render_html(result: Result) -> str:
+    """The report of one Result as a standalone HTML page (figures by file name)."""
+    title = html.escape(result.name)
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+             f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{_STYLE}</style>"
+             f"</head><body><h1>{title}</h1>"]
+    if result.summary:
+        parts.append(f"<p>{html.escape(result.summary.strip())}</p>")
+    if result.checks:
+        cls = "" if result.passed else " class='fail-banner'"
+        parts.append(f"<h2{cls}>Claims ({html.escape(_status(result))})</h2>{html_table(_claim_rows(result))}")
+    if result.metrics:
+        parts.append(f"<h2>Metrics</h2>{html_table(_settings_rows(result.metrics, 'metric'))}")
+    for name, rows in result.tables.items():
+        parts.append(f"<h2>{html.escape(name)}</h2>{html_table(rows)}")
+    for name in result.figures:
+        src = html.escape(f"{name}.png")
+        parts.append(f"<h2>Figure: {html.escape(name)}</h2><img src='{src}' alt='{html.escape(name)}'>")
+    parts.append(f"<h2>Configuration</h2>{html_table(_settings_rows(result.config, 'key'))}")
+    if result.provenance:
+        parts.append(f"<h2>Provenance</h2>{html_table(_settings_rows(result.provenance, 'key'))}")
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def _manifest(folder: Path, name: str) -> Path:
+    return folder / f".pglab-{name}-files.json"
+
+
+def write_report(result: Result, out_dir: str | Path) -> list[Path]:
+    """Write result.json, report.md, report.html, <table>.csv and <figure>.png into ``out_dir``.
+
+    Files are written to a temporary folder first and moved in at the end, so an interrupted write
+    leaves the folder as it was. The files this experiment wrote last time and no longer writes are
+    removed; files of anything else in the folder are never touched. Returns the paths written.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for name, rows in result.tables.items():
-        with open(out / f"{name}.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=_columns(rows))
-            writer.writeheader()
-            writer.writerows({k: _jsonable(v) for k, v in row.items()} for row in rows)
-    for name, fig in result.figures.items():
-        fig.savefig(out / f"{name}.png", dpi=120, bbox_inches="tight")
-    payload = {
-        "name": result.name,
-        "config": result.config,
-        "metrics": result.metrics,
-        "tables": result.tables,
-        "checks": [asdict(c) for c in result.checks],
-        "passed": result.passed,
-        "figures": [f"{name}.png" for name in result.figures],
-    }
-    (out / "result.json").write_text(json.dumps(_jsonable(payload), indent=2))
-    (out / "report.md").write_text(render_markdown(result))
-    return out
+    staging = Path(tempfile.mkdtemp(prefix=f".{result.name}-", dir=out))
+    try:
+        for name, rows in result.tables.items():
+            with open(staging / f"{name}.csv", "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=_columns(rows))
+                writer.writeheader()
+                writer.writerows({k: _jsonable(v) for k, v in row.items()} for row in rows)
+        for name, fig in result.figures.items():
+            fig.savefig(staging / f"{name}.png", dpi=120, bbox_inches="tight")
+        payload = {
+            "name": result.name,
+            "config": result.config,
+            "metrics": result.metrics,
+            "tables": result.tables,
+            "checks": [asdict(c) for c in result.checks],
+            "passed": result.passed,
+            "figures": [f"{name}.png" for name in result.figures],
+            "provenance": result.provenance,
+        }
+        (staging / "result.json").write_text(json.dumps(_jsonable(payload), indent=2))
+        (staging / "report.md").write_text(render_markdown(result))
+        (staging / "report.html").write_text(render_html(result))
+        names = sorted(p.name for p in staging.iterdir())
+        manifest = _manifest(out, result.name)
+        previous = json.loads(manifest.read_text()) if manifest.exists() else []
+        for stale in set(previous) - set(names):
+            (out / Path(stale).name).unlink(missing_ok=True)
+        for name in names:
+            os.replace(staging / name, out / name)
+        manifest.write_text(json.dumps(names))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    order = {"report.html": 0, "report.md": 1, "result.json": 2}
+    return sorted((out / n for n in names), key=lambda p: (order.get(p.name, 3), p.suffix, p.name))
 
 
 def write_index(entries: list[tuple[str, Path, bool]], out_dir: str | Path) -> Path:
-    """index.html linking every report: entries are (experiment name, its folder, all claims held)."""
+    """index.html linking every report.html: entries are (experiment name, its folder, all claims held)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -130,13 +214,12 @@ def write_index(entries: list[tuple[str, Path, bool]], out_dir: str | Path) -> P
             for p in sorted(folder.glob("*.png"))
         )
         rows.append(
-            f'<tr><td><a href="{html.escape(str(rel / "report.md"))}">{html.escape(name)}</a></td>'
+            f'<tr><td><a href="{html.escape(str(rel / "report.html"))}">{html.escape(name)}</a></td>'
             f'<td>{"all claims hold" if passed else "<b>claims failed</b>"}</td><td>{figures}</td></tr>'
         )
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>pglab results</title>"
-        "<style>body{font-family:sans-serif;margin:2em}td{padding:6px;border-bottom:1px solid #ddd}</style>"
-        "</head><body><h1>pglab: reproduced experiments</h1><table>"
+        f"<style>{_STYLE}</style></head><body><h1>pglab: reproduced experiments</h1><table>"
         + "".join(rows)
         + "</table></body></html>"
     )

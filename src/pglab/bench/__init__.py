@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from pglab.result import Result
+from pglab.result import Result, provenance
 
 BENCHMARKS: dict[str, str] = {
     "bandit": "vectorised bandit trainer vs a per-run loop; bandit-variance wall time",
@@ -22,4 +22,6 @@ def run_benchmark(name: str, quick: bool = False) -> Result:
     """Run the benchmark ``name``; ValueError naming the known ones otherwise."""
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}; `pglab bench --list` shows: {', '.join(BENCHMARKS)}")
-    return importlib.import_module(f"pglab.bench.{name}").run(quick=quick)
+    result = importlib.import_module(f"pglab.bench.{name}").run(quick=quick)
+    result.provenance = result.provenance or provenance()
+    return result

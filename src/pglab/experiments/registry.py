@@ -21,21 +21,21 @@ from pglab.result import Result, provenance
 
 CATALOGUE: dict[str, tuple[str, str]] = {
     "bandit-variance": ("bandit_variance", "score-function estimator on a Gaussian bandit vs closed forms "
-                                           "(course-ch7, llm-ch6)"),
+                                           "(course-ch7, llm-ch6 §6.6-6.7)"),
     "bandit-training": ("bandit_training", "REINFORCE on the 4-armed bandit, 200 seeds: no / running / exact-value "
-                                           "baseline (llm-ch6 §6.4)"),
+                                           "baseline (llm-ch6 §6.7)"),
     "bandit-race": ("bandit_race", "12 runs on rewards 1, 2, 4 + 10, without and with a running baseline "
-                                   "(course-ch7 demo 2)"),
+                                   "(course-ch7, the race demo)"),
     "loo-enumeration": ("loo_enumeration", "exact enumeration: E[leave-one-out] = grad J, E[centred] = (n-1)/n grad J "
-                                           "(d2l-14.6)"),
+                                           "(d2l-14.6 §14.6.3.2)"),
     "repair-mdp-gradient": ("repair_mdp_gradient", "REINFORCE vs the exact gradient on the 7-state repair MDP; "
-                                                   "shifts and baselines (agents-ch6 §6.2)"),
+                                                   "shifts and baselines (agents-ch6 §6.1)"),
     "frozenlake-static": ("frozenlake_static", "four divisors and five estimators vs the exact gradient over a sweep "
-                                               "of frozen policies (d2l-14.6)"),
+                                               "of frozen policies (d2l-14.6 §14.6.3.3, §14.6.4.1)"),
     "frozenlake-race": ("frozenlake_race", "five REINFORCE weightings x 20 seeds on FrozenLake: speed vs step size "
-                                           "(d2l-14.6)"),
+                                           "(d2l-14.6 §14.6.4.2)"),
     "tokenworld-gae": ("tokenworld_gae", "token world: exact V/Q/A, TD errors, GAE bias/variance over lambda "
-                                         "(llm-ch6 §6.9-6.10)"),
+                                         "(llm-ch6 §6.8-6.10)"),
     "tokenworld-training": ("tokenworld_training", "token world: REINFORCE vs leave-one-out vs GAE + learned critic, "
                                                    "+5 shift (llm-ch6 §6.10)"),
     "bugfix-scripted": ("bugfix_scripted", "scripted random, blind and oracle play on BugFixEnv, measured and exact "

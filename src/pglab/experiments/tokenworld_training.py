@@ -74,6 +74,7 @@ class Config:
     """Seed of the torch.Generator behind every reply; every method and shift starts from it."""
 
     QUICK: ClassVar[dict] = {"seeds": 40, "updates": 50}
+    MIN_SEEDS: ClassVar[int] = 2
 
 
 def method_names(lambdas: tuple[float, ...]) -> dict[str, float | None]:
