@@ -127,7 +127,8 @@ def cmd_reproduce(args) -> int:
     if args.all:
         unused = sorted(set(sets) - {k for n in names for k in get_experiment(n).fields()})
         if unused:
-            raise UsageError(f"no experiment has the setting(s) {unused}; a report's Configuration table lists its experiment's settings")
+            raise UsageError(f"no experiment has the setting(s) {unused}; each report's Configuration table "
+                             "lists its settings")
     # Every experiment's settings are checked before the first one runs.
     plans = []
     for name in names:

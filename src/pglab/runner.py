@@ -15,30 +15,14 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
-import torch
 
 from pglab.progress import Counter
+from pglab.threads import single_torch_thread
 
 BACKENDS = ("serial", "process", "ray")
-
-
-@contextmanager
-def single_torch_thread() -> Iterator[None]:
-    """Run the block on one torch intra-op thread (restored after).
-
-    Small tensor ops gain nothing from threads and lose a lot when cores are shared: a [200, 4]
-    torch.multinomial was measured 160x slower with 2 OpenMP threads on a busy 2-core machine.
-    """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _collect(train: Callable[..., Iterator[Any]], seed: Any, kwargs: dict[str, Any]) -> list[Any]:

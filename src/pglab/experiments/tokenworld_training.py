@@ -20,7 +20,7 @@ import torch
 from pglab.envs.tokenworld import TokenWorld
 from pglab.plots import new_figure
 from pglab.result import Result
-from pglab.runner import single_torch_thread
+from pglab.threads import single_torch_thread
 from pglab.trainers.tokenworld import train_tokenworld
 
 MILESTONES = (10, 25, 50, 150)

@@ -1,0 +1,85 @@
+"""The layers of SPEC: imports point downward only, experiments never import each other, --list is lazy."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "pglab"
+UTILITIES = {"result", "stats", "plots", "progress", "threads"}
+"""Shared helpers beside the layers: importable from any layer, importing no layer themselves."""
+RANKS = {"estimators": 0, "rollout": 1, "envs": 2, "agents": 3, "trainers": 4, "runner": 5, "report": 5,
+         "experiments": 6, "bench": 7, "web": 8, "cli": 9, "__main__": 9}
+"""Layer of each top-level module or package of pglab, from SPEC's diagram (bottom = 0)."""
+
+
+def modules() -> list[Path]:
+    return sorted(p for p in SRC.rglob("*.py") if p.name != "__init__.py" or p.parent != SRC)
+
+
+def top(dotted: str) -> str:
+    return dotted.split(".")[1] if dotted.startswith("pglab.") else ""
+
+
+def imported(path: Path) -> set[str]:
+    """Every pglab module that ``path`` imports (absolute or relative, at any depth of the file)."""
+    package = ".".join(path.relative_to(SRC.parent).with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("pglab")}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            if base.startswith("pglab"):
+                found |= {base} | {f"{base}.{a.name}" for a in node.names}
+    return found
+
+
+def own_top(path: Path) -> str:
+    return path.relative_to(SRC).parts[0].removesuffix(".py")
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_imports_point_downward(path):
+    me = own_top(path)
+    assert me in RANKS or me in UTILITIES, f"{me} has no layer: add it to RANKS or UTILITIES"
+    for name in imported(path):
+        other = top(name)
+        if not other or other == me or other == "__version__":
+            continue
+        if me in UTILITIES:
+            assert other in UTILITIES, f"{path.name}: the utility {me} imports the layer {other}"
+        elif other not in UTILITIES:
+            assert other in RANKS, f"{path.name} imports {name}, which has no layer"
+            assert RANKS[other] <= RANKS[me], f"{path.relative_to(SRC)} imports {name}, a layer above its own"
+
+
+def test_estimators_import_torch_only():
+    for path in (SRC / "estimators").glob("*.py"):
+        others = {top(n) for n in imported(path)} - {"estimators"}
+        assert not others, f"{path.name} imports {others}"
+        roots = {n.split(".")[0] for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, (ast.Import, ast.ImportFrom))
+                 for n in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])}
+        assert roots <= {"torch", "math", "__future__", "collections", "typing", "dataclasses", "pglab", ""}, roots
+
+
+def test_no_experiment_imports_another():
+    experiments = {p.stem for p in (SRC / "experiments").glob("*.py")} - {"__init__", "registry"}
+    for name in experiments:
+        for other in imported(SRC / "experiments" / f"{name}.py"):
+            assert other.split(".")[-1] not in experiments - {name} and not any(
+                other.startswith(f"pglab.experiments.{e}") for e in experiments - {name}), f"{name} imports {other}"
+
+
+def test_list_imports_no_experiment_module():
+    code = ("import sys; from pglab.cli import main; main(['reproduce', '--list']); "
+            "print(sorted(m for m in sys.modules if m.startswith('pglab.experiments.') "
+            "and m != 'pglab.experiments.registry'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
