@@ -8,18 +8,23 @@ leading batch dims ([..., K]): every method then answers for each row (many runs
 
 from __future__ import annotations
 
+import math
+
 import torch
+
+from pglab.estimators._validate import check_finite, tensor
 
 
 class GaussianBandit:
     """K arms with Gaussian rewards; exact value, gradient, variance and optimal baseline."""
 
     def __init__(self, means, sd: float = 1.0):
-        self.means = torch.as_tensor(means, dtype=torch.float64)
+        self.means = tensor("means", means).to(torch.float64)
         if self.means.dim() != 1 or len(self.means) < 2:
             raise ValueError(f"means must be a 1-D list of at least 2 arm means, got {means}")
-        if sd < 0:
-            raise ValueError(f"sd must be >= 0, got {sd}")
+        check_finite("means", self.means)
+        if not isinstance(sd, (int, float)) or not math.isfinite(sd) or sd < 0:
+            raise ValueError(f"sd must be a finite number >= 0, got {sd!r}")
         self.sd = float(sd)
 
     @property
@@ -28,8 +33,9 @@ class GaussianBandit:
 
     def policy(self, theta: torch.Tensor) -> torch.Tensor:
         """pi = softmax(theta); theta [..., K] -> [..., K]."""
-        theta = torch.as_tensor(theta, dtype=torch.float64)
-        if theta.shape[-1] != self.n_arms:
+        theta = tensor("theta", theta).to(torch.float64)
+        check_finite("theta", theta)
+        if theta.dim() == 0 or theta.shape[-1] != self.n_arms:
             raise ValueError(f"theta must end in {self.n_arms} logits, got shape {tuple(theta.shape)}")
         return torch.softmax(theta, -1)
 
@@ -49,7 +55,8 @@ class GaussianBandit:
     def exact_total_variance(self, theta: torch.Tensor, baseline: float | torch.Tensor = 0.0) -> torch.Tensor:
         """Trace of the covariance of (r - b)(e_a - pi), reward noise included; theta [..., K] -> [...]."""
         pi = self.policy(theta)
-        b = torch.as_tensor(baseline, dtype=torch.float64)
+        b = tensor("baseline", baseline).to(torch.float64)
+        check_finite("baseline", b)
         if b.dim() > 0:
             b = b[..., None]
         second_moment = (pi * ((self.means - b).pow(2) + self.sd**2) * self._score_sq_norms(pi)).sum(-1)
@@ -63,6 +70,8 @@ class GaussianBandit:
 
     def sample_actions(self, theta: torch.Tensor, generator: torch.Generator, n: int = 1) -> torch.Tensor:
         """n arms drawn from pi for every row of theta; theta [..., K] -> actions [..., n] (int64)."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"n must be an int >= 1 (samples per row), got {n!r}")
         pi = self.policy(theta)
         flat = pi.reshape(-1, self.n_arms)
         actions = torch.multinomial(flat, n, replacement=True, generator=generator)
@@ -70,5 +79,10 @@ class GaussianBandit:
 
     def sample_rewards(self, actions: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """r = mu_a + sd * noise; actions [...] -> rewards [...] (float64)."""
+        actions = tensor("actions", actions)
+        if actions.is_floating_point() or actions.dtype == torch.bool or (
+                (actions < 0) | (actions >= self.n_arms)).any():
+            raise ValueError(f"actions must be integer arm indices in [0, {self.n_arms}), "
+                             f"got {str(actions.tolist())[:80]}")
         noise = torch.randn(actions.shape, generator=generator, dtype=torch.float64)
         return self.means[actions] + self.sd * noise

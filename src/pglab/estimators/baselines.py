@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import torch
 
-from pglab.estimators._validate import check_finite, check_mode
+from pglab.estimators._validate import check_dim, check_eps, check_finite, check_mode, tensor
 
 
 def _group_size(rewards: torch.Tensor, dim: int, minimum: int, what: str) -> int:
     check_finite("rewards", rewards)
     if rewards.dim() == 0:
         raise ValueError("rewards must have a group axis: pass shape [..., n] with n samples per group")
-    n = rewards.shape[dim]
+    n = rewards.shape[check_dim("rewards", rewards, dim)]
     if n < minimum:
         raise ValueError(f"{what} needs groups of at least {minimum} samples along dim={dim}, got {n}; "
                          "sample more completions per prompt or use a batch baseline")
@@ -28,6 +28,7 @@ def leave_one_out(rewards: torch.Tensor, dim: int = -1) -> torch.Tensor:
     reward leaves the result bit-identical whenever the shifted rewards are exactly representable.
     Equals n / (n - 1) times the centred reward.
     """
+    rewards = tensor("rewards", rewards)
     n = _group_size(rewards, dim, 2, "leave_one_out")
     r = rewards.movedim(dim, -1)
     diffs = r.unsqueeze(-1) - r.unsqueeze(-2)            # [..., n, n]: r_i - r_j
@@ -48,7 +49,9 @@ def group_normalize(
     centres (Dr. GRPO). ``unbiased`` picks the sample (n - 1) instead of the population std.
     """
     check_mode(scale, ("group", "batch", "none"), "scale")
-    _group_size(rewards, dim, 2 if unbiased else 1, "group_normalize with unbiased=True")
+    check_eps(eps)
+    rewards = tensor("rewards", rewards)
+    _group_size(rewards, dim, 2, "group_normalize")      # a group of one has no spread and no advantage
     centred = rewards - rewards.mean(dim, keepdim=True)
     if scale == "none":
         return centred
@@ -63,12 +66,17 @@ def group_normalize(
 
 def normalize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """(x - mean) / (std + eps) over all elements, population std; x [...] -> same shape."""
+    x = tensor("x", x)
     check_finite("x", x)
+    check_eps(eps)
+    if x.numel() == 0:
+        raise ValueError("x is empty: there is nothing to normalise")
     return (x - x.mean()) / (x.std(correction=0) + eps)
 
 
 def optimal_constant_baseline(rewards: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     """Variance-minimising constant b* = sum r |g|^2 / sum |g|^2; rewards [N], scores [N, P] -> scalar."""
+    rewards, scores = tensor("rewards", rewards), tensor("scores", scores)
     check_finite("rewards", rewards)
     if rewards.dim() != 1 or scores.dim() != 2 or scores.shape[0] != rewards.shape[0]:
         raise ValueError(f"pass rewards [N] and scores [N, P]; got {tuple(rewards.shape)} and {tuple(scores.shape)}")

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import torch
 
+from pglab.estimators._validate import check_finite, tensor
+
 
 def total_variance(per_sample: torch.Tensor) -> torch.Tensor:
     """Trace of the covariance of per-sample estimates; per_sample [N, P] -> scalar (N - 1 divisor)."""
+    per_sample = tensor("per_sample", per_sample)
+    check_finite("per_sample", per_sample)
     if per_sample.dim() != 2 or per_sample.shape[0] < 2:
         raise ValueError(f"per_sample must be [N, P] with N >= 2, got shape {tuple(per_sample.shape)}")
     return per_sample.var(0, correction=1).sum()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from pglab.estimators._validate import as_mask, check_finite, check_mode, check_same_shape
+from pglab.estimators._validate import as_mask, check_finite, check_mode, check_same_shape, tensor
 
 KINDS = ("k1", "k2", "k3")
 
@@ -17,7 +17,10 @@ def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k1") ->
     k3 = exp(-l) - 1 + l (unbiased and never negative).
     """
     check_mode(kind, KINDS, "KL estimator kind")
+    logp, ref_logp = tensor("logp", logp), tensor("ref_logp", ref_logp)
     check_same_shape("ref_logp", ref_logp, "logp", logp)
+    check_finite("logp", logp)
+    check_finite("ref_logp", ref_logp)
     log_ratio = logp - ref_logp
     if kind == "k1":
         return log_ratio
@@ -28,7 +31,10 @@ def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k1") ->
 
 def exact_kl(logits: torch.Tensor, ref_logits: torch.Tensor) -> torch.Tensor:
     """KL(softmax(logits) || softmax(ref_logits)) over the last (vocabulary) dim; [..., V] -> [...]."""
+    logits, ref_logits = tensor("logits", logits), tensor("ref_logits", ref_logits)
     check_same_shape("ref_logits", ref_logits, "logits", logits)
+    check_finite("logits", logits)
+    check_finite("ref_logits", ref_logits)
     logp = torch.log_softmax(logits, -1)
     ref = torch.log_softmax(ref_logits, -1)
     return (logp.exp() * (logp - ref)).sum(-1)
@@ -46,7 +52,11 @@ def kl_shaped_rewards(
     score [B]; logp, ref_logp, mask [B, T] -> rewards [B, T] (detached, 0 on mask-0 positions).
     Summed over a row they give score - beta * sum of log-ratios (the k1 estimate of the KL).
     """
+    score, logp, ref_logp, mask = (tensor(n, v) for n, v in
+                                   (("score", score), ("logp", logp), ("ref_logp", ref_logp), ("mask", mask)))
     check_finite("score", score)
+    check_finite("logp", logp)
+    check_finite("ref_logp", ref_logp)
     check_same_shape("ref_logp", ref_logp, "logp", logp)
     mask = as_mask("mask", mask, "logp", logp)
     if score.shape != logp.shape[:1]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from pglab.estimators._validate import as_mask, check_finite, check_mode
+from pglab.estimators._validate import as_mask, check_dim, check_finite, check_mode, tensor
 
 MODES = ("token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant")
 
@@ -29,7 +29,10 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
 
     Along ``dim``, a slice with no mask-1 entry has mean 0 (it contributes nothing).
     """
-    mask = as_mask("mask", mask, "x", x)
+    x = tensor("x", x)
+    mask = as_mask("mask", tensor("mask", mask), "x", x)
+    if dim is not None:
+        dim = check_dim("x", x, dim)
     if dim is None:
         count = mask.sum()
         if count == 0:
@@ -46,6 +49,7 @@ def aggregate_loss(
 ) -> torch.Tensor:
     """Reduce per-token terms [B, T] under mask [B, T] to a scalar; ``mode`` sets each token's weight."""
     check_mode(mode, MODES, "aggregation mode")
+    per_token, mask = tensor("per_token", per_token), tensor("mask", mask)
     if per_token.dim() != 2:
         raise ValueError(f"per_token must be [B, T], got shape {tuple(per_token.shape)}")
     if mode == "token_mean":
@@ -72,7 +76,10 @@ def reinforce_loss(
     The advantages are detached: they are constants in the derivation, and a gradient through
     them (a baseline read off the model's own outputs) biases the estimator.
     """
+    logp, advantages = tensor("logp", logp), tensor("advantages", advantages)
     check_finite("advantages", advantages)
+    if logp.dim() != 2:
+        raise ValueError(f"logp must be [B, T], got shape {tuple(logp.shape)}")
     if advantages.dim() == 1:
         if advantages.shape[0] != logp.shape[0]:
             raise ValueError(f"advantages has shape {tuple(advantages.shape)} but logp has B={logp.shape[0]}; "
