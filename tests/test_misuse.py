@@ -118,3 +118,11 @@ def test_theta_of_the_wrong_width_is_refused():
     with pytest.raises(ValueError, match="theta must end in 3 logits"):
         BANDIT.exact_value(torch.zeros(4))
     assert math.isclose(float(BANDIT.exact_value([0.0, 0.0, 0.0])), 7 / 3)
+
+
+def test_returns_and_gae_accept_lists():
+    from pglab.estimators import discounted_returns, gae
+
+    assert discounted_returns([[1.0, 1.0]], 0.5).tolist() == [[1.5, 1.0]]
+    advantages, _ = gae([[0.0, 1.0]], [[0.5, 0.5]], 1.0, 1.0, truncated=[[0, 1]], next_values=[[0.0, 0.25]])
+    assert advantages.tolist() == [[0.75, 0.75]]

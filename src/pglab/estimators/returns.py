@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import torch
 
-from pglab.estimators._validate import as_mask, check_finite, check_same_shape
+from pglab.estimators._validate import as_mask, check_finite, check_same_shape, tensor
 
 
 def _prepare(x: torch.Tensor, mask, dones, x_name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    x = tensor(x_name, x)
+    mask = None if mask is None else tensor("mask", mask)
+    dones = None if dones is None else tensor("dones", dones)
     if x.dim() == 0:
         raise ValueError(f"{x_name} must have a time axis: pass a tensor of shape [..., T]")
     check_finite(x_name, x)
@@ -78,7 +81,8 @@ def _cuts(like: torch.Tensor, dones: torch.Tensor, truncated, next_values, boots
     if truncated is None:
         truncated, next_values = torch.zeros_like(like), torch.zeros_like(like)
     else:
-        truncated = as_mask("truncated", truncated, "rewards", like)
+        truncated = as_mask("truncated", tensor("truncated", truncated), "rewards", like)
+        next_values = tensor("next_values", next_values)
         check_same_shape("next_values", next_values, "rewards", like)
         check_finite("next_values", next_values)
         next_values = next_values.to(like.dtype)
@@ -87,7 +91,7 @@ def _cuts(like: torch.Tensor, dones: torch.Tensor, truncated, next_values, boots
             raise ValueError(f"position {both[0].tolist()} is both done and truncated; an episode either "
                              f"terminates (dones) or is cut (truncated): set one of them to 0")
     if bootstrap is not None:
-        bootstrap = torch.as_tensor(bootstrap, dtype=like.dtype)
+        bootstrap = tensor("bootstrap", bootstrap).to(like.dtype)
         if bootstrap.shape != like.shape[:-1]:
             raise ValueError(
                 f"bootstrap has shape {tuple(bootstrap.shape)}; "
@@ -168,6 +172,7 @@ def gae(
         if not 0.0 <= float(v) <= 1.0:
             raise ValueError(f"{name} must be in [0, 1], got {v}")
     rewards, mask, dones = _prepare(rewards, mask, dones, "rewards")
+    values = tensor("values", values)
     check_same_shape("values", values, "rewards", rewards)
     check_finite("values", values)
     values = values.to(rewards.dtype)
