@@ -1,0 +1,28 @@
+"""Every ```python block of README.md and docs/*.md runs as written (blocks of one page share a namespace)."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+
+
+def python_blocks(page: Path) -> list[str]:
+    return BLOCK.findall(page.read_text())
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(p)], ids=lambda p: p.name)
+def test_snippets_run(page, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)                      # snippets that write files write them here
+    namespace: dict = {"__name__": f"docs_{page.stem}"}
+    for i, block in enumerate(python_blocks(page)):
+        exec(compile(block, f"{page.name}[block {i}]", "exec"), namespace)
+
+
+def test_every_page_is_linked_from_the_readme():
+    readme = (ROOT / "README.md").read_text()
+    missing = [p.name for p in PAGES[1:] if f"docs/{p.name}" not in readme]
+    assert not missing, f"README.md does not mention {missing}"
