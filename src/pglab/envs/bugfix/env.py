@@ -95,7 +95,8 @@ def _written(body: str, name: str) -> tuple[str | None, str]:
     try:
         tree = ast.parse(source)
     except SyntaxError as err:
-        return None, f"error: the written source does not parse: SyntaxError: {err.msg} (line {err.lineno})"
+        where = f" (line {err.lineno})" if err.lineno else ""
+        return None, f"error: the written source does not parse: SyntaxError: {err.msg}{where}"
     except (ValueError, RecursionError, MemoryError) as err:
         return None, f"error: the written source does not parse: {type(err).__name__}"
     if not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in tree.body):

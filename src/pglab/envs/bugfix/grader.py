@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from functools import cache
 
-from pglab.envs.bugfix._worker import encode
 from pglab.envs.bugfix.sandbox import Job, Limits, ProgramResult, Sandbox
 from pglab.envs.bugfix.tasks import Task
 
@@ -50,15 +49,9 @@ def _grade(task: Task, result: ProgramResult) -> Grade:
     return Grade(result, _report(task, result), passed)
 
 
-@cache
-def _task_digest(task: Task) -> str:
-    cases = [[encode(c.args), encode(c.expected)] for c in task.visible + task.hidden]
-    return hashlib.sha256(json.dumps([task.name, len(task.visible), cases]).encode()).hexdigest()
-
-
 def source_key(task: Task, source: str, limits: Limits | None = None, isolation: str = "") -> str:
     """The cache key of a program: SHA-256 of (version, isolation, limits, function name and cases, source)."""
-    head = json.dumps([VERSION, isolation, astuple(limits or Limits()), _task_digest(task)])
+    head = json.dumps([VERSION, isolation, astuple(limits or Limits()), task.digest])
     return hashlib.sha256(f"{head}\n{source}".encode("utf-8", "surrogatepass")).hexdigest()
 
 

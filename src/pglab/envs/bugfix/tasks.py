@@ -8,12 +8,15 @@ character. Held-out tasks use function names and identifiers that no training ta
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
 import keyword
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
+from pglab.envs.bugfix._worker import encode
 from pglab.envs.bugfix.sandbox import check_plain
 
 FIX_OPS = {
@@ -67,6 +70,12 @@ class Task:
                                      f"e.g. Case((5, 0, 10), 5); got {case!r}")
                 check_plain(case.args, f"Task {self.name!r}: {kind}[{k}].args")
                 check_plain(case.expected, f"Task {self.name!r}: {kind}[{k}].expected")
+
+    @cached_property
+    def digest(self) -> str:
+        """SHA-256 of what grading depends on besides the source: the function name and every case."""
+        cases = [[encode(c.args), encode(c.expected)] for c in self.visible + self.hidden]
+        return hashlib.sha256(json.dumps([self.name, len(self.visible), cases]).encode()).hexdigest()
 
     @property
     def fix_op(self) -> str:
