@@ -7,7 +7,7 @@ result), ``error``, ``oom``, ``bad_result``, ``crash`` or ``timeout``. The calle
 compares them with the expected values in its own process.
 
 Processes: the worker forks the program process P *before* it reads a request, so P never holds
-a request id. P receives the source, applies the limits (own session, rlimits, an unprivileged uid
+a request id. P receives the source, applies the limits (own session, rlimits, no capabilities
 when the worker is root, Landlock when configured) and then receives one test's arguments at a
 time, each as an exact-length frame, and forks one fresh test process T per test. T defines the
 candidate, calls it and writes ``[status, detail, payload]`` to its own pipe. The worker is not
@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 4, 36, 38
+PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 4, 24, 36, 38
 DETAIL_CHARS = 160
 RESULT_BYTES = 1 << 16
 MEMORY_POLL_S = 0.01
@@ -179,12 +179,30 @@ def _status_of_exit(wait_status):
     return "crash", f"exited with status {os.WEXITSTATUS(wait_status)} before reporting"
 
 
-def _read_result(fd):
-    """T's report: up to RESULT_BYTES + 1 bytes, until every writer has closed the pipe."""
-    data = bytearray()
-    while len(data) <= RESULT_BYTES and (chunk := os.read(fd, RESULT_BYTES + 1 - len(data))):
-        data += chunk
-    return bytes(data)
+def _read_result(pid, fd):
+    """T's report and wait status: read until T has exited (a descendant may hold the pipe open) or the report
+    exceeds RESULT_BYTES (then T is killed)."""
+    data, poller = bytearray(), select.poll()
+    poller.register(fd, select.POLLIN)
+    os.set_blocking(fd, False)
+    while True:
+        exited, wait_status = os.waitpid(pid, os.WNOHANG)
+        if exited or len(data) > RESULT_BYTES:
+            break
+        poller.poll(5)
+        try:
+            while (chunk := os.read(fd, 1 << 16)) and len(data) <= RESULT_BYTES:
+                data += chunk
+        except BlockingIOError:
+            pass
+    if not exited:
+        os.kill(pid, signal.SIGKILL)
+        _, wait_status = os.waitpid(pid, 0)
+    try:
+        data += os.read(fd, RESULT_BYTES + 1)
+    except BlockingIOError:
+        pass
+    return bytes(data), wait_status
 
 
 def _run_test(code, func, args_text):
@@ -195,9 +213,8 @@ def _run_test(code, func, args_text):
         os.close(read_fd)
         _test_process(code, func, args_text, write_fd)
     os.close(write_fd)
-    data = _read_result(read_fd)
+    data, wait_status = _read_result(pid, read_fd)
     os.close(read_fd)
-    _, wait_status = os.waitpid(pid, 0)
     if not data:
         return [*_status_of_exit(wait_status), None]
     if len(data) > RESULT_BYTES:
@@ -247,23 +264,30 @@ def _count_tasks(uid):
     return total
 
 
-def _confine(limits, config):
-    """Limits of P and everything it starts: rlimits, an unprivileged uid for root, Landlock."""
-    if os.geteuid() == 0 and config["uid"] is not None:
-        os.setgroups([])
-        os.setgid(config["uid"])
-        os.setuid(config["uid"])
-        processes = limits["processes"]
-    else:
-        processes = _count_tasks(os.getuid()) + limits["processes"]
-    for name, value in (("CORE", 0), ("CPU", limits["cpu"]), ("AS", limits["memory"]), ("FSIZE", limits["files"]),
-                        ("NOFILE", limits["open_files"]), ("NPROC", processes)):
-        hard = value + 1 if name == "CPU" else value
-        resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (value, hard))
-    if config["ruleset"] is not None:
-        LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-        _syscall(446, config["ruleset"], 0)
-        os.close(config["ruleset"])
+def _drop_capabilities():
+    """Root without capabilities, for good: empty bounding set, no new privileges, empty capability sets."""
+    for cap in range(64):
+        if LIBC.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break
+    header = struct.pack("=Ii", 0x20080522, 0)
+    if LIBC.syscall(ctypes.c_long(126), ctypes.c_char_p(header), ctypes.c_char_p(bytes(24))) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def _confine(limits, ruleset):
+    """Limits of P and everything it starts: rlimits, no capabilities for root, Landlock when configured."""
+    rlimits = {"CORE": 0, "CPU": limits["cpu"], "AS": limits["memory"], "FSIZE": limits["files"],
+               "NOFILE": limits["open_files"]}
+    if os.geteuid() != 0:  # root is exempt from RLIMIT_NPROC; the worker's tree watch counts processes instead
+        rlimits["NPROC"] = _count_tasks(os.getuid()) + limits["processes"]
+    for name, value in rlimits.items():
+        resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (value, value + 1 if name == "CPU" else value))
+    LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if os.geteuid() == 0:
+        _drop_capabilities()
+    if ruleset is not None:
+        _syscall(446, ruleset, 0)
+        os.close(ruleset)
 
 
 def _program_process(cmd_fd, report_fd, out_fd, config):
@@ -280,7 +304,7 @@ def _program_process(cmd_fd, report_fd, out_fd, config):
             os.closerange(low + 1, high)
         header = json.loads(_read_frame(cmd_fd))
         os.chdir(header["folder"])
-        _confine(header["limits"], config)
+        _confine(header["limits"], config["ruleset"])
         try:
             code = compile(header["source"], "<candidate>", "exec")
         except (SyntaxError, ValueError, MemoryError, RecursionError) as err:
@@ -314,16 +338,18 @@ def _descendants(pid):
     return found
 
 
-def _tree_rss(leader):
-    """Resident bytes of the program's whole process tree."""
-    total = 0
-    for pid in _descendants(leader):
+def _over_limits(leader, limits):
+    """Why the program's whole process tree is over its limits (resident memory, processes), else None."""
+    pids, total = _descendants(leader), 0
+    if len(pids) > limits["processes"]:
+        return "processes"
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/statm") as f:
                 total += int(f.read().split()[1]) * resource.getpagesize()
         except (OSError, IndexError, ValueError):
             continue
-    return total
+    return "oom" if total > limits["memory"] else None
 
 
 def _kill_tree(leader):
@@ -353,7 +379,6 @@ class Program:
     """A pre-forked P waiting for its program, with the worker's ends of its three pipes."""
 
     def __init__(self, config):
-        self.uid = config["uid"]
         cmd_r, self.cmd = os.pipe()
         self.report, report_w = os.pipe()
         self.out, out_w = os.pipe()
@@ -387,8 +412,7 @@ class Program:
                 stop = "timeout"
             elif now > next_poll:
                 next_poll = now + MEMORY_POLL_S
-                if _tree_rss(self.pid) > limits["memory"]:
-                    stop = "oom"
+                stop = _over_limits(self.pid, limits)
             for fd, _ in poller.poll(max(0.0, min(deadline, next_poll) - now) * 1000) if stop is None else ():
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
@@ -419,8 +443,9 @@ class Program:
         return found, bytes(captured), total, stop
 
 
-MISSING = {"timeout": "wall-clock limit", "oom": "the program's processes together exceeded the memory limit",
-           "crash": "no report"}
+MISSING = {"timeout": ["timeout", "wall-clock limit"], "crash": ["crash", "no report"],
+           "oom": ["oom", "the program's processes together exceeded the memory limit"],
+           "processes": ["crash", "the program exceeded its limit on processes"]}
 
 
 def run_program(program, req, base):
@@ -428,12 +453,10 @@ def run_program(program, req, base):
     start = time.monotonic()
     folder = tempfile.mkdtemp(prefix="program-", dir=base)
     try:
-        if os.geteuid() == 0 and program.uid is not None:
-            os.chown(folder, program.uid, program.uid)
         tests, output, total, stop = program.run(req, folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    missing = [stop or "crash", MISSING[stop or "crash"], None]
+    missing = [*MISSING[stop or "crash"], None]
     tests = tests + [missing] * (len(req["args"]) - len(tests))
     return {"id": req["id"], "tests": tests, "output": output.decode(errors="replace"), "output_bytes": total,
             "seconds": time.monotonic() - start}
@@ -444,24 +467,21 @@ def main():
     LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     setup = json.loads(sys.argv[1])
-    os.chmod(setup["base"], 0o711)
     ruleset = landlock_ruleset(setup["landlock"], setup["read"], setup["base"]) if setup["landlock"] else None
     requests = os.fdopen(os.dup(0), "rb")
     answer_fd = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
-    config = {"uid": setup["uid"], "ruleset": ruleset, "protocol_fds": [requests.fileno(), answer_fd, devnull]}
-    while True:
-        program = Program(config)
-        line = requests.readline()
-        if not line:
-            os.kill(program.pid, signal.SIGKILL)
-            break
+    config = {"ruleset": ruleset, "protocol_fds": [requests.fileno(), answer_fd, devnull]}
+    program = Program(config)
+    while line := requests.readline():
         answer = run_program(program, json.loads(line), setup["base"])
+        program = Program(config)  # the next one, before the answer: its memory holds no id still in use
         data = (json.dumps(answer) + "\n").encode()
         while data:
             data = data[os.write(answer_fd, data):]
+    os.kill(program.pid, signal.SIGKILL)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,7 @@ reads in the Python installation and system libraries, writes in its own folder,
 scoped), and ``process`` (limits only). Every layer: an empty environment but PATH, LANG and
 PYTHONHASHSEED; a fresh working folder per program, removed afterwards; rlimits on CPU, address
 space, file size, open files and processes; an aggregate memory cap on the program's whole process
-tree; a worker that is not dumpable; and, when the caller is root, programs that run as an
-unprivileged uid of their own.
+tree; a worker that is not dumpable; and, when the caller is root, programs without capabilities.
 """
 
 from __future__ import annotations
@@ -187,7 +186,7 @@ def _read_paths() -> tuple[str, ...]:
 
 
 def _bwrap_argv(bwrap: str, config: str, source: str = WORKER_SOURCE) -> list[str]:
-    # As root, no user namespace: programs then drop to a host uid of their own (see _worker._confine).
+    # As root no user namespace, which would leave uid 0 its capabilities inside; programs drop them instead.
     unshare = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     argv = [bwrap, *(unshare if os.geteuid() == 0 else ["--unshare-all"]), "--die-with-parent", "--new-session",
             "--clearenv"]
@@ -236,8 +235,8 @@ def describe(layer: str) -> dict[str, Any]:
     missing = {"process": ["filesystem confinement", "network confinement"]}.get(layer, [])
     if layer == "landlock":
         missing += ["TCP (Landlock ABI < 4)"] * (abi < 4) + ["signal scoping (Landlock ABI < 6)"] * (abi < 6)
-    if layer != "bwrap" and os.geteuid() != 0:
-        missing.append("a uid apart from the caller's (signals and /proc of the caller's own processes)")
+    if layer == "process":
+        missing.append("signals to the caller's own processes (same uid)")
     if layer != "process" and any(PACKAGE.is_relative_to(p) for p in _read_paths()):
         missing.append(f"hiding the package source ({PACKAGE} is inside a readable system folder)")
     return {"isolation": layer, "landlock_abi": abi, "root": os.geteuid() == 0, "not_applied": missing}
@@ -254,8 +253,7 @@ class _Worker:
     @classmethod
     def start(cls, layer: str) -> _Worker:
         base = None if layer == "bwrap" else tempfile.mkdtemp(prefix="pglab-sandbox-")
-        uid = 2**20 + secrets.randbelow(2**29) if os.geteuid() == 0 else None
-        config = json.dumps({"base": base or "/tmp", "uid": uid, "read": list(_read_paths()),
+        config = json.dumps({"base": base or "/tmp", "read": list(_read_paths()),
                              "landlock": landlock_abi() if layer == "landlock" else 0})
         env = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
         argv = [_python(), "-I", "-S", "-c", WORKER_SOURCE, config]
@@ -326,8 +324,9 @@ class Sandbox:
             raise ValueError(f"limits must be a Limits, got {type(limits).__name__}")
         self.isolation = resolve_isolation(isolation)
         if os.geteuid() == 0:
-            warnings.warn("pglab sandbox running as root: candidate programs drop to an unprivileged uid, but run "
-                          "the trainer as an ordinary user for defence in depth", RuntimeWarning, stacklevel=2)
+            warnings.warn("pglab sandbox running as root: candidate programs keep uid 0 without capabilities, so "
+                          "without landlock or bwrap they can signal root's processes and write root's files; "
+                          "run as an ordinary user", RuntimeWarning, stacklevel=2)
         self.size, self.limits = workers, limits or Limits()
         self.infra_failures = 0
         self._workers: list[_Worker | None] = []
