@@ -338,11 +338,28 @@ def _descendants(pid):
     return found
 
 
-def _over_limits(leader, limits):
-    """Why the program's whole process tree is over its limits (resident memory, processes), else None."""
+def _folder_bytes(folder, most=10_000):
+    """Bytes on disk under ``folder``; inf beyond ``most`` entries."""
+    total, seen = 0, 0
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            seen += 1
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                continue
+        if seen > most:
+            return float("inf")
+    return total
+
+
+def _over_limits(leader, limits, folder):
+    """Why the program is over a limit on its whole process tree or folder (memory, processes, disk), else None."""
     pids, total = _descendants(leader), 0
     if len(pids) > limits["processes"]:
         return "processes"
+    if _folder_bytes(folder) > limits["files"]:
+        return "disk"
     for pid in pids:
         try:
             with open(f"/proc/{pid}/statm") as f:
@@ -412,7 +429,7 @@ class Program:
                 stop = "timeout"
             elif now > next_poll:
                 next_poll = now + MEMORY_POLL_S
-                stop = _over_limits(self.pid, limits)
+                stop = _over_limits(self.pid, limits, folder)
             for fd, _ in poller.poll(max(0.0, min(deadline, next_poll) - now) * 1000) if stop is None else ():
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
@@ -445,7 +462,8 @@ class Program:
 
 MISSING = {"timeout": ["timeout", "wall-clock limit"], "crash": ["crash", "no report"],
            "oom": ["oom", "the program's processes together exceeded the memory limit"],
-           "processes": ["crash", "the program exceeded its limit on processes"]}
+           "processes": ["crash", "the program exceeded its limit on processes"],
+           "disk": ["crash", "the program wrote more than its limit on files to disk"]}
 
 
 def run_program(program, req, base):

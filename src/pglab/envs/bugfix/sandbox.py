@@ -59,9 +59,10 @@ PACKAGE = Path(__file__).resolve().parents[2]
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-program limits: wall clock (s, whole program), CPU (s per test process), memory (bytes, RLIMIT_AS of
-    each process and the cap on the whole tree's RSS), captured output (bytes), file size (bytes, RLIMIT_FSIZE),
-    open files and processes (RLIMIT_NOFILE, RLIMIT_NPROC)."""
+    """Per-program limits: wall clock (s, whole program), CPU (s per test process), memory (bytes: RLIMIT_AS of
+    each process, and the cap on the whole tree's resident memory), captured output (bytes), files (bytes: RLIMIT_FSIZE
+    of each file, and the cap on the program folder's total), open files (RLIMIT_NOFILE) and processes (the cap on the
+    tree; also RLIMIT_NPROC when not root). The caps on the tree and the folder are checked every 10 ms."""
 
     timeout: float = 1.0
     cpu: int = 2
