@@ -379,7 +379,8 @@ def test_attack_is_contained(layer, name, sandboxes, listener):
 def test_the_process_layer_guards_the_verdict_not_the_filesystem(sandboxes):
     """What ``process`` does not stop, shown: the tasks.py lookup passes there (and only there)."""
     task = attack_task("tasks.py read from disk to look up the answers")
-    assert Grader(sandbox_for("process", sandboxes), cache=False).grade(task, task.source).hidden_pass
+    patient = Limits(timeout=10.0, cpu=2, memory=256 * 2**20)  # each test process parses tasks.py
+    assert Grader(sandbox_for("process", sandboxes), patient).grade(task, task.source).hidden_pass
 
 
 def test_auto_uses_the_strongest_layer_and_reports_it():
