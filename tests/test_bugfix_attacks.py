@@ -3,8 +3,8 @@
 Each must end with reward 0, a named outcome, and an unharmed caller: no file written outside the
 program's folder, no secret of the caller's environment in any observation, the caller not signalled,
 no process left behind, and correct grades afterwards. Layers: ``auto`` (the strongest here) and
-``landlock`` face every attack; ``process`` guarantees the verdict only, so it faces the attacks on
-the verdict. A layer that this machine lacks is skipped with the reason. Then regression tests for
+``landlock`` face every attack; ``process`` guarantees the verdict and the caps on resources, not
+the filesystem or the network, so it faces those attacks. A layer that this machine lacks is skipped with the reason. Then regression tests for
 four grading bugs that needed no hostile code.
 """
 
@@ -222,6 +222,9 @@ def f(k):
             pass
     return -1
 """,
+}
+
+RESOURCES = {
     "8 children of 200 MB each": """
 import time
 def f(k):
@@ -279,9 +282,10 @@ def f(k):
 """,
 }
 
+ATTACKS = {**VERDICT, **RESOURCES, **CALLER_HARM}
 LAYERS = ("auto", "landlock", "process")
 CASES = [pytest.param(layer, name, id=f"{layer}: {name}") for layer in LAYERS
-         for name in (*VERDICT, *CALLER_HARM) if layer != "process" or name in VERDICT]
+         for name in ATTACKS if layer != "process" or name not in CALLER_HARM]
 
 
 @pytest.fixture(scope="module")
@@ -311,7 +315,7 @@ def sandbox_for(layer: str, sandboxes: dict) -> Sandbox:
 
 def attack_task(name: str) -> Task:
     """The attack as a task's source: ``clamp``'s tests for the tasks.py lookup, else unguessable answers."""
-    source = PRELUDE + {**VERDICT, **CALLER_HARM}[name]
+    source = PRELUDE + ATTACKS[name]
     if name.startswith("tasks.py"):
         clamp = get_task("clamp")
         return Task("clamp", "minmax", "attack", source.replace("def f(", "def clamp("), clamp.fixed, clamp.issue,
