@@ -3,9 +3,9 @@
 Each must end with reward 0, a named outcome, and an unharmed caller: no file written outside the
 program's folder, no secret of the caller's environment in any observation, the caller not signalled,
 no process left behind, and correct grades afterwards. Layers: ``auto`` (the strongest here) and
-``landlock`` face every attack; ``process`` guarantees the verdict and the caps on resources, not
-the filesystem or the network, so it faces those attacks. A layer that this machine lacks is skipped with the reason. Then regression tests for
-four grading bugs that needed no hostile code.
+``landlock`` face every attack; ``process`` guarantees the verdict and the caps on resources, not the
+filesystem or the network, so it faces those attacks. A layer that this machine lacks is skipped
+with the reason. Then regression tests for four grading bugs that needed no hostile code.
 """
 
 import hashlib
@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
-from test_bugfix_sandbox import descendants, worker_trees
 
 import pglab.envs.bugfix.grader as grader_module
 import pglab.envs.bugfix.tasks as tasks_module
 from pglab.envs.bugfix import OUTCOMES, BugFixEnv, Case, Grader, Job, Limits, Sandbox, Task, get_task, same
 from pglab.envs.bugfix.grader import source_key
 from pglab.envs.bugfix.sandbox import SLACK, _Worker, describe, layer_problem
+from test_bugfix_sandbox import descendants, worker_trees
 
 SECRET = "pglab-secret-" + secrets.token_hex(8)
 os.environ["PGLAB_ATTACK_TOKEN"] = SECRET  # before any worker starts: a leak would carry it
@@ -327,8 +327,8 @@ def attack_task(name: str) -> Task:
 def correct_task() -> Task:
     """A task with the attacks' answers: ``fixed`` (a lookup table) passes, ``source`` fails."""
     cases = tuple(Case((k,), v) for k, v in HIDDEN.items())
-    return Task("f", "init", "attack", "def f(k):\n    return 0\n", f"TABLE = {HIDDEN!r}\ndef f(k):\n    return TABLE[k]\n",
-                "Issue: f", cases[:1], cases[1:])
+    table = f"TABLE = {HIDDEN!r}\ndef f(k):\n    return TABLE[k]\n"
+    return Task("f", "init", "attack", "def f(k):\n    return 0\n", table, "Issue: f", cases[:1], cases[1:])
 
 
 def play(env: BugFixEnv, task: Task, calls: list[str]) -> tuple[float, dict]:
@@ -404,7 +404,8 @@ def test_auto_uses_the_strongest_layer_and_reports_it():
 def test_bwrap_worker_sees_no_caller_environment_network_or_processes():
     box = Sandbox(workers=1, limits=LIMITS, isolation="bwrap")
     probe = ("import os, socket\ndef f():\n    s = socket.socket()\n    try:\n        s.connect(('127.0.0.1', 1))\n"
-             "    except OSError as err:\n        net = err.errno\n    pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+             "    except OSError as err:\n        net = err.errno\n"
+             "    pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
              "    return [sorted(os.environ), len(pids) < 10, sorted(os.listdir('/')), net]\n")
     got = box.run(Job(probe, "f", (((), None),))).tests[0].detail
     assert "PGLAB_ATTACK_TOKEN" not in got and "True" in got and "'work'" not in got, got

@@ -197,7 +197,8 @@ def test_write_is_off_by_default_and_costs_a_turn(env, grader):
     assert observation.startswith("error: malformed call") and info["n_invalid"] == 1
     assert env.step("<call> write clamp </call>")[0].startswith("error: unknown tool 'write'")
     assert env.action_space.max_length == 200 and parse_call("<call> write def f(): pass </call>") is None
-    assert parse_call("<call> write\n  def f():\n    pass\n</call>", allow_write=True) == ("write", "  def f():\n    pass")
+    indented = "<call> write\n  def f():\n    pass\n</call>"
+    assert parse_call(indented, allow_write=True) == ("write", "  def f():\n    pass")
     writer = BugFixEnv("train", grader=grader, allow_write=True)
     writer.reset(options={"task": "clamp"})
     assert writer.step("<call> write " + "x" * 5000 + " </call>")[0].startswith("error: the call is longer than 4000")
