@@ -243,6 +243,15 @@ def describe(layer: str) -> dict[str, Any]:
     return {"isolation": layer, "landlock_abi": abi, "root": os.geteuid() == 0, "not_applied": missing}
 
 
+@cache
+def _warn_if_root() -> None:
+    """Once per process: running as root weakens the process layer."""
+    if os.geteuid() == 0:
+        warnings.warn("pglab sandbox running as root: candidate programs keep uid 0 without capabilities, so "
+                      "without landlock or bwrap they can signal root's processes and write root's files; "
+                      "run as an ordinary user", RuntimeWarning, stacklevel=3)
+
+
 @dataclass(eq=False)
 class _Worker:
     """One worker process, its private folder (process and landlock layers) and the unread bytes of its answers."""
@@ -324,10 +333,7 @@ class Sandbox:
         if limits is not None and not isinstance(limits, Limits):
             raise ValueError(f"limits must be a Limits, got {type(limits).__name__}")
         self.isolation = resolve_isolation(isolation)
-        if os.geteuid() == 0:
-            warnings.warn("pglab sandbox running as root: candidate programs keep uid 0 without capabilities, so "
-                          "without landlock or bwrap they can signal root's processes and write root's files; "
-                          "run as an ordinary user", RuntimeWarning, stacklevel=2)
+        _warn_if_root()
         self.size, self.limits = workers, limits or Limits()
         self.infra_failures = 0
         self._workers: list[_Worker | None] = []
