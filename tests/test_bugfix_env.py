@@ -6,7 +6,19 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pglab.envs.bugfix import BUDGET, CALLS, ENV_ID, OP_NAMES, BugFixEnv, Grader, Sandbox, get_task, parse_call
+from pglab.envs.bugfix import (
+    BUDGET,
+    CALLS,
+    ENV_ID,
+    OP_NAMES,
+    BugFixEnv,
+    Grader,
+    Sandbox,
+    get_task,
+    make_tasks,
+    parse_call,
+    protocol,
+)
 
 MALFORMED = {
     "empty": "",
@@ -71,7 +83,7 @@ def test_error_messages_name_the_fix(env):
 def test_observations_of_each_call(env):
     task = get_task("mean")
     prompt, info = env.reset(options={"task": task})
-    assert prompt == task.issue and info["n_turns"] == 0 and info["stop"] is None
+    assert prompt == f"{task.issue}\n{protocol('mean', BUDGET)}" and info["n_turns"] == 0 and info["stop"] is None
     assert env.step("<call> read </call>")[0] == task.source
     report = env.step("<call> test </call>")[0]
     assert report.splitlines()[0] == "visible tests: 1 of 2 pass"
@@ -83,6 +95,7 @@ def test_observations_of_each_call(env):
     assert observation == "submitted" and reward == 1.0 and terminated and not truncated
     assert info == {"task": "mean", "n_turns": 5, "n_invalid": 0, "submitted": True, "hidden_pass": True,
                     "stop": "submit", "outcome": "pass", "ops": ["swap_minmax", "add_zero_guard"],
+                    "isolation": env.grader.sandbox.isolation,
                     "actions": ["<call> read </call>", "<call> test </call>", "<call> edit swap_minmax </call>",
                                 "<call> edit add_zero_guard </call>", "<call> submit </call>"]}
 
@@ -136,10 +149,90 @@ def test_gymnasium_registration_and_spaces(grader):
     check_env(BugFixEnv(grader=grader), skip_render_check=True)
 
 
+def test_first_observation_states_the_protocol(env):
+    prompt, _ = env.reset(options={"task": "clamp"})
+    for text in (*(c for c in CALLS if "edit" not in c), "<call> edit OP </call>", *OP_NAMES, f"budget : {BUDGET}"):
+        assert text in prompt
+    assert "write" not in prompt and len(prompt.split()) < 80
+    writer = BugFixEnv("train", grader=env._grader(), allow_write=True, budget=4)
+    prompt, _ = writer.reset(options={"task": "clamp"})
+    assert "<call> write SOURCE </call>" in prompt and "budget : 4 calls" in prompt
+
+
+def test_render_returns_the_episode_as_text(grader):
+    env = gymnasium.make(ENV_ID, grader=grader, render_mode="ansi").unwrapped
+    prompt, _ = env.reset(options={"task": "clamp"})
+    env.step("<call> read </call>")
+    env.step("<call> submit </call>")
+    text = env.render()
+    assert text.startswith(prompt) and "> <call> read </call>\n" + get_task("clamp").source in text
+    assert text.endswith("> <call> submit </call>\nsubmitted\nreward 0 (fail)")
+    assert BugFixEnv(grader=grader).render() is None
+
+
+WRITE_CASES = {
+    "indented block": ("<call> write\n    def clamp(x, lo, hi):\n        return max(lo, min(x, hi))\n</call>", "ok"),
+    "inline": ("<call> write def clamp(x, lo, hi): return max(lo, min(x, hi)) </call>", "ok"),
+    "no body": ("<call> write </call>", "error: the written source defines no function clamp"),
+    "syntax error": ("<call> write def clamp(x:\n</call>", "error: the written source does not parse"),
+    "another function": ("<call> write def g(): return 1 </call>", "error: the written source defines no function"),
+    "null byte": ("<call> write def clamp(): return '\0' </call>", "error: the written source does not parse"),
+}
+
+
+@pytest.mark.parametrize("name", WRITE_CASES)
+def test_write_replaces_the_program_after_the_parser_checks(grader, name):
+    env = BugFixEnv("train", grader=grader, allow_write=True)
+    env.reset(options={"task": "clamp"})
+    call, expected = WRITE_CASES[name]
+    observation, *_, info = env.step(call)
+    assert observation.startswith(expected) and info["n_invalid"] == (expected != "ok")
+    assert env.source == get_task("clamp").source if expected != "ok" else env.source.startswith("def clamp")
+    assert parse_call(call, allow_write=True)[0] == "write"
+
+
+def test_write_is_off_by_default_and_costs_a_turn(env, grader):
+    env.reset(options={"task": "clamp"})
+    observation, *_, info = env.step("<call> write def clamp(x, lo, hi): return x </call>")
+    assert observation.startswith("error: malformed call") and info["n_invalid"] == 1
+    assert env.step("<call> write clamp </call>")[0].startswith("error: unknown tool 'write'")
+    assert env.action_space.max_length == 200 and parse_call("<call> write def f(): pass </call>") is None
+    indented = "<call> write\n  def f():\n    pass\n</call>"
+    assert parse_call(indented, allow_write=True) == ("write", "  def f():\n    pass")
+    writer = BugFixEnv("train", grader=grader, allow_write=True)
+    writer.reset(options={"task": "clamp"})
+    assert writer.step("<call> write " + "x" * 5000 + " </call>")[0].startswith("error: the call is longer than 4000")
+    assert writer.step("<call> revert </call>")[4]["n_turns"] == 2
+
+
+def test_reset_refuses_held_out_names_unless_asked(grader):
+    env = BugFixEnv("train", grader=grader)
+    with pytest.raises(ValueError, match="held out.*allow_heldout"):
+        env.reset(options={"task": "tally_odd"})
+    assert env.reset(options={"task": "tally_odd", "allow_heldout": True})[1]["task"] == "tally_odd"
+    assert env.reset(options={"task": get_task("tally_odd")})[1]["task"] == "tally_odd"
+    assert BugFixEnv("heldout", grader=grader).reset(options={"task": "tally_odd"})[1]["task"] == "tally_odd"
+    with pytest.raises(ValueError, match="unknown reset options"):
+        env.reset(options={"tsk": "clamp"})
+    with pytest.raises(ValueError, match="Task or a task name"):
+        env.reset(options={"task": 3})
+
+
 def test_constructor_errors():
     with pytest.raises(ValueError, match="budget"):
         BugFixEnv(budget=0)
+    with pytest.raises(ValueError, match="budget"):
+        BugFixEnv(budget=2.5)
     with pytest.raises(ValueError, match="at least one task"):
         BugFixEnv([])
     with pytest.raises(ValueError, match="heldout"):
         BugFixEnv("validation")
+    with pytest.raises(ValueError, match="list of Task"):
+        BugFixEnv(["clamp"])
+    with pytest.raises(ValueError, match="render_mode"):
+        BugFixEnv(render_mode="human")
+    with pytest.raises(ValueError, match="grader must be a Grader"):
+        BugFixEnv(grader=Sandbox)
+    with pytest.raises(ValueError, match="allow_write"):
+        BugFixEnv(allow_write="yes")
+    assert make_tasks("train")

@@ -29,6 +29,17 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def worker_trees(sandbox: Sandbox) -> set[int]:
+    """The live workers and their descendants; asserts that each worker is idle: its own processes only
+    (bwrap's two processes and the worker, or the worker; then the one program process forked in advance)."""
+    trees = set()
+    for worker in filter(None, sandbox._workers):
+        tree = [worker.proc.pid, *descendants(worker.proc.pid)]
+        assert len(tree) == (4 if sandbox.isolation == "bwrap" else 2), f"left behind: {tree}"
+        trees.update(tree)
+    return trees
+
+
 def fault_task(source: str) -> Task:
     """A task whose buggy source is the fault; f() should return 1."""
     cases = (Case((), 1),)
@@ -51,9 +62,7 @@ def unharmed(sandbox, capfd):
     out, err = capfd.readouterr()
     assert out == "" and err == ""
     assert sandbox.run(Job("def f():\n    return 1\n", "f", ONE)).outcome == "pass"
-    workers = {w.proc.pid for w in sandbox._workers}
-    assert all(descendants(w) == [] for w in workers)
-    assert set(descendants()) - before <= workers
+    assert set(descendants()) - before <= worker_trees(sandbox)
 
 
 def submit(sandbox, source: str) -> tuple[float, dict]:
@@ -138,7 +147,7 @@ def test_run_many_keeps_order_and_uses_every_worker(sandbox):
 
 def test_a_dead_worker_is_replaced(sandbox):
     sandbox.run(Job("def f():\n    return 1\n", "f", ONE))
-    for worker in sandbox._workers:
+    for worker in filter(None, sandbox._workers):
         worker.proc.kill()
         worker.proc.wait()
     assert sandbox.run(Job("def f():\n    return 1\n", "f", ONE)).outcome == "pass"
@@ -181,6 +190,7 @@ def test_invalid_sandbox_size():
 
 @pytest.mark.slow
 def test_no_process_or_fd_growth_after_1000_episodes_with_30_percent_timeouts():
+    """Robust to load: a worker replaced after a stall must leave nothing behind either."""
     limits = Limits(timeout=0.03, cpu=1, memory=256 * 2**20, output=256)
     grader = Grader(Sandbox(workers=1, limits=limits), cache=False)
     looping = fault_task("def f():\n    while True:\n        pass\n")
@@ -188,13 +198,14 @@ def test_no_process_or_fd_growth_after_1000_episodes_with_30_percent_timeouts():
     env = BugFixEnv([looping, normal], grader=grader)
     env.reset(options={"task": normal})
     env.step("<call> submit </call>")
-    worker, children, fds = grader.sandbox._workers[0].proc.pid, set(descendants()), open_fds()
+    others, fds = set(descendants()) - worker_trees(grader.sandbox), open_fds()
     outcomes = []
     for episode in range(1000):
         env.reset(options={"task": looping if episode % 10 < 3 else normal})
         outcomes.append(env.step("<call> submit </call>")[4]["outcome"])
-    assert outcomes.count("timeout") >= 300
-    assert grader.sandbox._workers[0].proc.pid == worker and descendants(worker) == []
-    assert set(descendants()) <= children and open_fds() == fds
+    assert outcomes.count("timeout") >= 300 and set(outcomes) <= {"pass", "timeout", "infra_error"}
+    assert set(descendants()) - others == worker_trees(grader.sandbox)
+    assert open_fds() == fds, f"{grader.sandbox.infra_failures} workers were replaced"
+    trees = worker_trees(grader.sandbox)
     grader.sandbox.close()
-    assert worker not in descendants()
+    assert not trees & set(descendants())

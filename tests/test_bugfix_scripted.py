@@ -81,13 +81,13 @@ def test_exact_rates_of_blind_and_oracle(grader):
 
 def test_episode_stats():
     class E:
-        def __init__(self, reward, submitted, turns, invalid):
+        def __init__(self, reward, submitted, turns, invalid, outcome="fail"):
             self.reward, self.info = reward, {"submitted": submitted, "hidden_pass": bool(reward),
-                                              "n_turns": turns, "n_invalid": invalid}
+                                              "n_turns": turns, "n_invalid": invalid, "outcome": outcome}
 
-    stats = episode_stats([E(1.0, True, 2, 0), E(0.0, True, 4, 1), E(0.0, False, 6, 3)])
+    stats = episode_stats([E(1.0, True, 2, 0), E(0.0, True, 4, 1, "infra_error"), E(0.0, False, 6, 3)])
     assert stats == pytest.approx({"reward": 1 / 3, "pass_rate": 1 / 3, "valid_calls": 1 - 4 / 12,
-                                   "submit_rate": 2 / 3, "turns": 4.0})
+                                   "submit_rate": 2 / 3, "turns": 4.0, "infra_error": 1 / 3})
     with pytest.raises(ValueError, match="at least one"):
         episode_stats([])
 

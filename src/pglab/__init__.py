@@ -6,3 +6,14 @@ measured by an experiment (:mod:`pglab.experiments`) that returns a :class:`pgla
 """
 
 __version__ = "0.1.0"
+
+
+def _register_envs() -> None:
+    """Register ``pglab/BugFix-v0`` with a string entry point: nothing of the environment is imported now."""
+    from gymnasium.envs.registration import register, registry
+
+    if "pglab/BugFix-v0" not in registry:
+        register(id="pglab/BugFix-v0", entry_point="pglab.envs.bugfix.env:BugFixEnv")
+
+
+_register_envs()

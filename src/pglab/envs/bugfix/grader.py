@@ -1,14 +1,23 @@
-"""Grade a task's candidate source: visible and hidden tests in one sandboxed run, cached by source hash."""
+"""Grade a task's candidate source: visible and hidden tests in one sandboxed run, with a cache that cannot lie.
+
+The cache key covers everything a grade depends on: the grader's version, the sandbox's isolation
+layer, the limits, the function name, every visible and hidden case, and the source. Infrastructure
+failures (``infra_error``) are never cached.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from functools import cache
 
 from pglab.envs.bugfix.sandbox import Job, Limits, ProgramResult, Sandbox
 from pglab.envs.bugfix.tasks import Task
+
+VERSION = "2"
+"""The grading semantics' version; part of every cache key."""
 
 
 @dataclass(frozen=True)
@@ -36,23 +45,27 @@ def _report(task: Task, result: ProgramResult) -> str:
 
 def _grade(task: Task, result: ProgramResult) -> Grade:
     hidden = result.tests[len(task.visible):]
-    passed = len(hidden) == len(task.hidden) and all(t.status == "pass" for t in hidden)
+    passed = len(hidden) == len(task.hidden) > 0 and all(t.status == "pass" for t in hidden)
     return Grade(result, _report(task, result), passed)
 
 
-def source_key(task: Task, source: str) -> tuple[str, str]:
-    """The cache key of a program: (task name, SHA-256 of the source)."""
-    return task.name, hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+def source_key(task: Task, source: str, limits: Limits | None = None, isolation: str = "") -> str:
+    """The cache key of a program: SHA-256 of (version, isolation, limits, function name and cases, source)."""
+    head = json.dumps([VERSION, isolation, astuple(limits or Limits()), task.digest])
+    return hashlib.sha256(f"{head}\n{source}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class Grader:
-    """Grades programs in a Sandbox; with ``cache`` each distinct (task, source) runs once."""
+    """Grades programs in a Sandbox; with ``cache`` each distinct program (key: :func:`source_key`) runs once."""
 
     def __init__(self, sandbox: Sandbox | None = None, limits: Limits | None = None, cache: bool = True):
+        if sandbox is not None and not isinstance(sandbox, Sandbox):
+            raise ValueError(f"sandbox must be a Sandbox, got {type(sandbox).__name__}")
         self.sandbox = sandbox or Sandbox()
         self.limits = limits or self.sandbox.limits
-        self.cache: dict[tuple[str, str], Grade] | None = {} if cache else None
+        self.cache: dict[str, Grade] | None = {} if cache else None
         self.runs = 0
+        self.infra_errors = 0
 
     def grade(self, task: Task, source: str) -> Grade:
         """The Grade of ``source`` on ``task`` (from the cache when it has run before)."""
@@ -60,14 +73,15 @@ class Grader:
 
     def grade_many(self, programs: Sequence[tuple[Task, str]]) -> list[Grade]:
         """Grades of many programs; the ones not cached run in parallel on the sandbox's workers."""
-        keys = [source_key(task, source) for task, source in programs]
+        keys = [source_key(task, source, self.limits, self.sandbox.isolation) for task, source in programs]
         known = self.cache if self.cache is not None else {}
         todo = {key: program for key, program in zip(keys, programs) if key not in known}
         if todo:
             results = self.sandbox.run_many([_job(*program) for program in todo.values()], self.limits)
             self.runs += len(results)
             todo = {key: _grade(program[0], result) for (key, program), result in zip(todo.items(), results)}
-            known.update(todo)
+            self.infra_errors += sum(g.result.outcome == "infra_error" for g in todo.values())
+            known.update((key, g) for key, g in todo.items() if g.result.outcome != "infra_error")
         return [todo[key] if key in todo else known[key] for key in keys]
 
 

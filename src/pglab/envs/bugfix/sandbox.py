@@ -1,39 +1,87 @@
-"""Run candidate programs out of process: a pool of long-lived workers, limits, per-test results.
+"""Run candidate programs out of process, in layers of isolation, and judge their results in the caller.
 
-Candidate code never runs in the caller. Each worker (``_worker.py``, standard library only)
-forks one process per program into its own session with CPU-time, address-space and core limits,
-and one fresh process per test; output is captured up to a cap; on the wall-clock deadline the
-whole process group is killed and every descendant is reaped. Results come back per test as
-JSON through a dedicated pipe.
+Candidate code never runs in the caller, and the verdict never runs where candidate code runs.
+A pool of long-lived workers (``_worker.py``, standard library only) runs programs one at a time;
+each test's arguments go to a fresh test process, whose only answer is its result as plain data,
+encoded as JSON with tags (:func:`encode`). The caller decodes the result and compares it with the
+expected value, which never leaves the caller (:func:`same`). Every request carries a random id;
+an answer with another id, a malformed answer, a dead or stalled worker, or an exception in the
+caller while it waits discards that worker and starts a fresh one. Such infrastructure failures
+are retried once and then reported as ``infra_error``, never as the program's own outcome.
+
+Isolation layers, strongest first (``isolation="auto"`` takes the first that works here):
+``bwrap`` (the worker runs inside bubblewrap: no network, own pid and mount namespaces, read-only
+system and Python folders, private /tmp), ``landlock`` (each program is confined by Linux Landlock:
+reads in the Python installation and system libraries, writes in its own folder, no TCP, signals
+scoped), and ``process`` (limits only). Every layer: an empty environment but PATH, LANG and
+PYTHONHASHSEED; a fresh working folder per program, removed afterwards; rlimits on CPU, address
+space, file size, open files and processes; an aggregate memory cap on the program's whole process
+tree; a worker that is not dumpable; and, when the caller is root, programs without capabilities.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-import select
+import secrets
+import selectors
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import warnings
 import weakref
+from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
+from typing import Any
 
-OUTCOMES = ("pass", "fail", "error", "timeout", "crash", "oom")
-WORKER = Path(__file__).with_name("_worker.py")
-SLACK = 5.0  # seconds the caller waits beyond a program's deadline before it replaces the worker
+from pglab.envs.bugfix._worker import decode, encode, landlock_abi
+
+WORKER_SOURCE = Path(__file__).with_name("_worker.py").read_text()
+LAYERS = ("bwrap", "landlock", "process")
+ISOLATIONS = ("auto", *LAYERS)
+ENV_ALLOWLIST = ("PATH", "LANG", "PYTHONHASHSEED")
+SEVERITY = ("infra_error", "timeout", "crash", "oom", "error", "bad_result", "fail")
+OUTCOMES = ("pass", *SEVERITY[::-1])
+TEST_STATUSES = ("error", "oom", "bad_result", "crash", "timeout")
+REL_TOL = ABS_TOL = 1e-9
+SLACK = 2.0  # seconds the caller waits beyond a program's deadline before it calls the worker stalled
+MAX_ANSWER = 1 << 26
+SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
+PACKAGE = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-program limits: wall-clock seconds, CPU seconds per test process, address space, captured output."""
+    """Per-program limits: wall clock (s, whole program), CPU (s per test process), memory (bytes: RLIMIT_AS of
+    each process, and the cap on the whole tree's resident memory), captured output (bytes), files (bytes: RLIMIT_FSIZE
+    of each file, and the cap on the program folder's total), open files (RLIMIT_NOFILE) and processes (the cap on the
+    tree; also RLIMIT_NPROC when not root). The caps on the tree and the folder are checked every 10 ms."""
 
     timeout: float = 1.0
     cpu: int = 2
     memory: int = 512 * 2**20
     output: int = 4096
+    files: int = 16 * 2**20
+    open_files: int = 64
+    processes: int = 32
+
+    def __post_init__(self):
+        minimum = {"timeout": 0.001, "cpu": 1, "memory": 64 * 2**20, "output": 0, "files": 0, "open_files": 16,
+                   "processes": 4}
+        for name, low in minimum.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < math.inf:
+                raise ValueError(f"Limits.{name} must be a finite number >= {low}, got {value!r}")
+        for name in ("cpu", "memory", "output", "files", "open_files", "processes"):
+            if not isinstance(getattr(self, name), int):
+                raise ValueError(f"Limits.{name} must be an int, got {getattr(self, name)!r}")
 
 
 @dataclass(frozen=True)
@@ -46,13 +94,14 @@ class TestResult:
 
 @dataclass(frozen=True)
 class ProgramResult:
-    """The outcome of one program: the worst test status (or timeout), per-test results, captured output."""
+    """The outcome of one program: the worst test status, per-test results, captured output, the layer it ran in."""
 
     outcome: str
     tests: tuple[TestResult, ...]
     output: str = ""
     output_bytes: int = 0
     seconds: float = 0.0
+    isolation: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,87 +113,255 @@ class Job:
     cases: tuple[tuple[tuple, object], ...]
 
 
-def _failed(job: Job, outcome: str, detail: str) -> ProgramResult:
-    return ProgramResult(outcome, tuple(TestResult(outcome, detail) for _ in job.cases))
+def _canon(value: Any) -> Any:
+    """A hashable, exactly typed form of plain data, for set members and dict keys (nan equals nan)."""
+    if type(value) in (tuple, list):
+        return type(value).__name__, tuple(map(_canon, value))
+    return type(value).__name__, value.hex() if type(value) in (float, bytes) else value
+
+
+def same(got: Any, expected: Any) -> bool:
+    """Equality of plain data: exact types, exact ints, floats within REL_TOL/ABS_TOL (equal infinities, nan ==
+    nan), containers element by element; set members and dict keys compared exactly."""
+    if type(got) is not type(expected):
+        return False
+    if type(got) is float:
+        if math.isnan(got) or math.isnan(expected) or math.isinf(got) or math.isinf(expected):
+            return got == expected or (math.isnan(got) and math.isnan(expected))
+        return math.isclose(got, expected, rel_tol=REL_TOL, abs_tol=ABS_TOL)
+    if type(got) in (list, tuple):
+        return len(got) == len(expected) and all(same(g, e) for g, e in zip(got, expected))
+    if type(got) is set:
+        return {_canon(v) for v in got} == {_canon(v) for v in expected}
+    if type(got) is dict:
+        keys = {_canon(k): k for k in expected}
+        return len(got) == len(expected) and all(
+            _canon(k) in keys and same(v, expected[keys[_canon(k)]]) for k, v in got.items())
+    return got == expected
+
+
+def check_plain(value: Any, what: str) -> None:
+    """ValueError unless ``value`` is plain data that survives the sandbox's encoding unchanged."""
+    try:
+        back = decode(json.loads(json.dumps(encode(value))))
+    except (TypeError, ValueError, RecursionError) as err:
+        raise ValueError(f"{what} must be plain data (None, bool, int, float, str, bytes, and lists, tuples, "
+                         f"dicts and sets of them): {err}") from None
+    if not same(back, value):
+        raise ValueError(f"{what} does not round-trip as plain data; use distinct, exactly typed values")
+
+
+def _short(value: Any) -> str:
+    text = ascii(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _judge(case: tuple[tuple, object], test: list) -> TestResult:
+    """The verdict on one test from the worker's ``[status, detail, payload]``; ValueError if malformed."""
+    status, detail, payload = test
+    if status in TEST_STATUSES and type(detail) is str:
+        return TestResult(status, detail)
+    if status != "value":
+        raise ValueError(f"unknown test status {status!r}")
+    try:
+        got = decode(payload)
+    except (ValueError, RecursionError):
+        return TestResult("bad_result", "the result is not plain data")
+    return TestResult("pass") if same(got, case[1]) else TestResult("fail", f"got {_short(got)}")
+
+
+def _worst(tests: Sequence[TestResult]) -> str:
+    statuses = {t.status for t in tests}
+    return next((s for s in SEVERITY if s in statuses), "pass")
+
+
+@cache
+def _python() -> str:
+    return os.path.realpath(sys.executable)
+
+
+@cache
+def _read_paths() -> tuple[str, ...]:
+    """What candidate processes may read under landlock and bwrap: system libraries and the Python installation."""
+    return (*SYSTEM_READ, os.path.realpath(sys.base_prefix), os.path.dirname(_python()))
+
+
+def _bwrap_argv(bwrap: str, config: str, source: str = WORKER_SOURCE) -> list[str]:
+    # As root no user namespace, which would leave uid 0 its capabilities inside; programs drop them instead.
+    unshare = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    argv = [bwrap, *(unshare if os.geteuid() == 0 else ["--unshare-all"]), "--die-with-parent", "--new-session",
+            "--clearenv"]
+    for name in ENV_ALLOWLIST:
+        if name in os.environ:
+            argv += ["--setenv", name, os.environ[name]]
+    for path in dict.fromkeys(_read_paths()):
+        argv += ["--ro-bind-try", path, path]
+    return [*argv, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp",
+            _python(), "-I", "-S", "-c", source, config]
+
+
+@cache
+def layer_problem(layer: str) -> str | None:
+    """Why ``layer`` cannot run on this machine (None when it can)."""
+    if layer == "landlock" and landlock_abi() < 1:
+        return "the kernel has no Landlock (ABI 0); it needs Linux >= 5.13 with landlock in the LSM list"
+    if layer == "bwrap":
+        bwrap = shutil.which("bwrap")
+        if bwrap is None:
+            return "bubblewrap is not installed (apt-get install bubblewrap)"
+        try:
+            probe = subprocess.run(_bwrap_argv(bwrap, "", "print('ok')"), env={}, capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return f"bwrap did not start: {err}"
+        if probe.stdout != b"ok\n":
+            return f"bwrap cannot create its namespaces here: {probe.stderr.decode(errors='replace').strip()}"
+    return None
+
+
+def resolve_isolation(isolation: str) -> str:
+    """The layer ``isolation`` names; ``auto`` is the strongest that works here. ValueError if unavailable."""
+    if isolation not in ISOLATIONS:
+        raise ValueError(f"unknown isolation {isolation!r}; pass one of {', '.join(ISOLATIONS)}")
+    if isolation == "auto":
+        return next(layer for layer in LAYERS if layer_problem(layer) is None)
+    problem = layer_problem(isolation)
+    if problem:
+        raise ValueError(f"isolation={isolation!r} is not available: {problem}; or pass isolation='auto'")
+    return isolation
+
+
+def describe(layer: str) -> dict[str, Any]:
+    """What ``layer`` applies on this machine: the layer, the kernel's Landlock ABI, and what it leaves out."""
+    abi = landlock_abi()
+    missing = {"process": ["filesystem confinement", "network confinement"]}.get(layer, [])
+    if layer == "landlock":
+        missing += ["TCP (Landlock ABI < 4)"] * (abi < 4) + ["signal scoping (Landlock ABI < 6)"] * (abi < 6)
+    if layer == "process":
+        missing.append("signals to the caller's own processes (same uid)")
+    if layer != "process" and any(PACKAGE.is_relative_to(p) for p in _read_paths()):
+        missing.append(f"hiding the package source ({PACKAGE} is inside a readable system folder)")
+    return {"isolation": layer, "landlock_abi": abi, "root": os.geteuid() == 0, "not_applied": missing}
+
+
+@cache
+def _warn_if_root() -> None:
+    """Once per process: running as root weakens the process layer."""
+    if os.geteuid() == 0:
+        warnings.warn("pglab sandbox running as root: candidate programs keep uid 0 without capabilities, so "
+                      "without landlock or bwrap they can signal root's processes and write root's files; "
+                      "run as an ordinary user", RuntimeWarning, stacklevel=3)
 
 
 @dataclass(eq=False)
 class _Worker:
-    """One worker process and the unread bytes of its answer stream."""
+    """One worker process, its private folder (process and landlock layers) and the unread bytes of its answers."""
 
     proc: subprocess.Popen
+    base: str | None
     buffer: bytearray = field(default_factory=bytearray)
 
     @classmethod
-    def start(cls) -> _Worker:
-        proc = subprocess.Popen([sys.executable, "-I", "-S", str(WORKER)], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
-        return cls(proc)
+    def start(cls, layer: str) -> _Worker:
+        base = None if layer == "bwrap" else tempfile.mkdtemp(prefix="pglab-sandbox-")
+        config = json.dumps({"base": base or "/tmp", "read": list(_read_paths()),
+                             "landlock": landlock_abi() if layer == "landlock" else 0})
+        env = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
+        argv = [_python(), "-I", "-S", "-c", WORKER_SOURCE, config]
+        if layer == "bwrap":
+            argv, env = _bwrap_argv(shutil.which("bwrap"), config), {}
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    env=env, bufsize=0)
+        except BaseException:
+            if base:
+                shutil.rmtree(base, ignore_errors=True)
+            raise
+        return cls(proc, base)
 
-    def send(self, job: Job, limits: Limits) -> None:
-        request = {"source": job.source, "func": job.func, "cases": [[repr(a), repr(e)] for a, e in job.cases],
-                   "timeout": limits.timeout, "cpu": limits.cpu, "memory": limits.memory, "output": limits.output}
+    def send(self, job: Job, limits: Limits) -> str:
+        """Write one request; its random id."""
+        request_id = secrets.token_hex(16)
+        request = {"id": request_id, "source": job.source, "func": job.func, "limits": asdict(limits),
+                   "args": [json.dumps(encode(args)) for args, _ in job.cases]}
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        return request_id
 
     def fileno(self) -> int:
         return self.proc.stdout.fileno()
 
     def read_answer(self) -> dict | None:
-        """Consume available bytes; the answer once a whole line has arrived, else None (EOFError if it died)."""
+        """Consume available bytes; the answer once a whole line has arrived, else None. EOFError if the worker
+        exited, ValueError if the line is not a JSON object or is too long."""
         chunk = os.read(self.fileno(), 1 << 16)
         if not chunk:
-            raise EOFError("sandbox worker exited")
+            raise EOFError("the worker exited")
         self.buffer += chunk
         if b"\n" not in self.buffer:
+            if len(self.buffer) > MAX_ANSWER:
+                raise ValueError("answer longer than the protocol allows")
             return None
         line, _, rest = bytes(self.buffer).partition(b"\n")
         self.buffer = bytearray(rest)
-        return json.loads(line)
+        answer = json.loads(line)
+        if type(answer) is not dict:
+            raise ValueError("the answer is not a JSON object")
+        return answer
 
     def stop(self) -> None:
+        self.proc.kill()
         for stream in (self.proc.stdin, self.proc.stdout):
             stream.close()
-        try:
-            self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        self.proc.wait()
+        if self.base:
+            shutil.rmtree(self.base, ignore_errors=True)
 
 
-def _stop_all(workers: list[_Worker], owner: int) -> None:
+def _stop_all(workers: list[_Worker | None], owner: int) -> None:
     if os.getpid() == owner:
         for worker in workers:
-            worker.stop()
+            if worker is not None:
+                worker.stop()
         workers.clear()
 
 
-def _program_result(answer: dict) -> ProgramResult:
-    return ProgramResult(answer["outcome"], tuple(TestResult(s, d) for s, d in answer["tests"]),
-                         answer["output"], answer["output_bytes"], answer["seconds"])
-
-
 class Sandbox:
-    """A pool of up to ``workers`` worker processes, started on first use and stopped by ``close()``."""
+    """A pool of up to ``workers`` worker processes in one isolation layer, started on first use."""
 
-    def __init__(self, workers: int = 2, limits: Limits | None = None):
-        if workers < 1:
-            raise ValueError(f"a sandbox needs at least one worker, got workers={workers}")
+    def __init__(self, workers: int = 2, limits: Limits | None = None, *, isolation: str = "auto"):
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"a sandbox needs at least one worker, got workers={workers!r}")
+        if limits is not None and not isinstance(limits, Limits):
+            raise ValueError(f"limits must be a Limits, got {type(limits).__name__}")
+        self.isolation = resolve_isolation(isolation)
+        _warn_if_root()
         self.size, self.limits = workers, limits or Limits()
-        self._workers: list[_Worker] = []
+        self.infra_failures = 0
+        self._workers: list[_Worker | None] = []
         self._owner = os.getpid()
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _stop_all, self._workers, self._owner)
+
+    def describe(self) -> dict[str, Any]:
+        """The layer in use, the kernel's Landlock ABI, and what this layer does not apply here."""
+        return describe(self.isolation)
 
     def run(self, job: Job, limits: Limits | None = None) -> ProgramResult:
         """Run one program and return its result."""
         return self.run_many([job], limits)[0]
 
     def run_many(self, jobs: Sequence[Job], limits: Limits | None = None) -> list[ProgramResult]:
-        """Run programs on all workers in parallel; results in the order of ``jobs``."""
+        """Run programs on all workers in parallel; results in the order of ``jobs``. An infrastructure failure
+        is retried once on a fresh worker, then reported as ``infra_error``."""
         limits = limits or self.limits
         with self._lock:
             self._after_fork()
-            return self._schedule(list(jobs), limits)
+            results: list[ProgramResult | str] = self._schedule(list(jobs), limits)
+            retry = [i for i, r in enumerate(results) if isinstance(r, str)]
+            for i, again in zip(retry, self._schedule([jobs[i] for i in retry], limits)):
+                results[i] = again if isinstance(again, ProgramResult) else ProgramResult(
+                    "infra_error", tuple(TestResult("infra_error", again) for _ in jobs[i].cases),
+                    isolation=self.isolation)
+            return results
 
     def close(self) -> None:
         """Stop the workers (a later run starts new ones)."""
@@ -158,54 +375,72 @@ class Sandbox:
             self._workers, self._owner = [], os.getpid()
             self._finalizer = weakref.finalize(self, _stop_all, self._workers, self._owner)
 
-    def _schedule(self, jobs: list[Job], limits: Limits) -> list[ProgramResult]:
-        results: list[ProgramResult | None] = [None] * len(jobs)
-        pending = list(enumerate(jobs))[::-1]
-        busy: dict[int, tuple[int, float]] = {}  # worker slot -> (job index, caller deadline)
-        while pending or busy:
-            for slot in range(min(self.size, len(busy) + len(pending))):
-                if slot not in busy and pending:
-                    index, job = pending.pop()
+    def _schedule(self, jobs: list[Job], limits: Limits) -> list[ProgramResult | str]:
+        """Results of ``jobs``, or for each infrastructure failure a string saying what failed."""
+        results: list[ProgramResult | str | None] = [None] * len(jobs)
+        pending = deque(enumerate(jobs))
+        busy: dict[int, tuple[int, str, float]] = {}  # worker slot -> (job index, request id, caller deadline)
+        selector = selectors.DefaultSelector()
+        try:
+            while pending or busy:
+                for slot in range(self.size):
+                    if slot not in busy and pending:
+                        index, job = pending.popleft()
+                        try:
+                            worker = self._worker(slot)
+                            busy[slot] = (index, worker.send(job, limits), time.monotonic() + limits.timeout + SLACK)
+                            selector.register(worker.fileno(), selectors.EVENT_READ, slot)
+                        except OSError as err:
+                            results[index] = self._discard(slot, f"the worker did not start or accept work: {err}")
+                timeout = max(0.0, min((d for _, _, d in busy.values()), default=0.0) - time.monotonic())
+                for key, _ in selector.select(timeout) if busy else ():
+                    slot = key.data
+                    index, request_id, _ = busy[slot]
                     try:
-                        self._worker(slot).send(job, limits)
-                    except BrokenPipeError:
-                        self._replace(slot)
-                        self._workers[slot].send(job, limits)
-                    busy[slot] = (index, time.monotonic() + limits.timeout + SLACK)
-            self._wait(busy, jobs, results)
+                        answer = self._workers[slot].read_answer()
+                        if answer is None:
+                            continue
+                        if answer.get("id") != request_id:
+                            raise ValueError("the answer does not echo the request id")
+                        results[index] = self._result(jobs[index], answer)
+                    except (EOFError, ValueError, KeyError, TypeError) as err:
+                        results[index] = self._discard(slot, f"the worker failed: {err}")
+                    selector.unregister(key.fd)
+                    del busy[slot]
+                for slot, (index, _, deadline) in list(busy.items()):
+                    if time.monotonic() > deadline:
+                        selector.unregister(self._workers[slot].fileno())
+                        results[index] = self._discard(slot, "the worker did not answer in time")
+                        del busy[slot]
+        except BaseException:
+            for slot in busy:
+                self._discard(slot, "interrupted")
+            raise
+        finally:
+            selector.close()
         return results
+
+    def _result(self, job: Job, answer: dict) -> ProgramResult:
+        if len(answer["tests"]) != len(job.cases):
+            raise ValueError("the answer has the wrong number of tests")
+        tests = tuple(_judge(case, test) for case, test in zip(job.cases, answer["tests"]))
+        return ProgramResult(_worst(tests), tests, str(answer["output"]), int(answer["output_bytes"]),
+                             float(answer["seconds"]), self.isolation)
 
     def _worker(self, slot: int) -> _Worker:
         while len(self._workers) <= slot:
-            self._workers.append(_Worker.start())
-        if self._workers[slot].proc.poll() is not None:
-            self._workers[slot] = _Worker.start()
-        return self._workers[slot]
+            self._workers.append(None)
+        worker = self._workers[slot]
+        if worker is None or worker.proc.poll() is not None:
+            if worker is not None:
+                worker.stop()
+            self._workers[slot] = worker = _Worker.start(self.isolation)
+        return worker
 
-    def _wait(self, busy: dict[int, tuple[int, float]], jobs: list[Job], results: list) -> None:
-        """Wait for answers from the busy workers; a worker that dies or hangs is replaced."""
-        timeout = max(0.0, min(deadline for _, deadline in busy.values()) - time.monotonic())
-        ready, _, _ = select.select([self._workers[slot] for slot in busy], [], [], timeout)
-        for worker in ready:
-            slot = self._workers.index(worker)
-            index = busy[slot][0]
-            try:
-                answer = worker.read_answer()
-            except (EOFError, ValueError) as err:
-                results[index] = _failed(jobs[index], "crash", f"sandbox worker failed: {err}")
-                self._replace(slot)
-                del busy[slot]
-                continue
-            if answer is not None:
-                results[index] = _program_result(answer)
-                del busy[slot]
-        for slot, (index, deadline) in list(busy.items()):
-            if time.monotonic() > deadline:
-                results[index] = _failed(jobs[index], "timeout", "sandbox worker did not answer")
-                self._replace(slot)
-                del busy[slot]
-
-    def _replace(self, slot: int) -> None:
-        self._workers[slot].proc.kill()
-        self._workers[slot].stop()
-        self._workers[slot] = _Worker.start()
+    def _discard(self, slot: int, reason: str) -> str:
+        """Stop the worker in ``slot`` (a fresh one starts on next use); the reason, as an infrastructure failure."""
+        self.infra_failures += 1
+        if slot < len(self._workers) and self._workers[slot] is not None:
+            self._workers[slot].stop()
+            self._workers[slot] = None
+        return reason

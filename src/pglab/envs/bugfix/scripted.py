@@ -78,7 +78,9 @@ def scripted_rollout(policy: ScriptedPolicy, env: BugFixEnv, task: Task | str) -
 
 
 def episode_stats(episodes: Sequence[Any]) -> dict[str, float]:
-    """Mean reward, pass rate, valid-call fraction, submit rate and turns of episodes (objects with .reward, .info)."""
+    """Mean reward, pass rate, valid-call fraction, submit rate, turns, and the fraction of episodes whose final grade
+    was an infrastructure failure (``infra_error``: kept apart from the program's own failures), of episodes
+    (objects with .reward, .info)."""
     n = len(episodes)
     if n == 0:
         raise ValueError("episode_stats needs at least one episode")
@@ -89,6 +91,7 @@ def episode_stats(episodes: Sequence[Any]) -> dict[str, float]:
         "valid_calls": 1 - sum(e.info["n_invalid"] for e in episodes) / turns,
         "submit_rate": sum(bool(e.info["submitted"]) for e in episodes) / n,
         "turns": turns / n,
+        "infra_error": sum(e.info.get("outcome") == "infra_error" for e in episodes) / n,
     }
 
 

@@ -8,9 +8,16 @@ character. Held-out tasks use function names and identifiers that no training ta
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
+import keyword
+import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
+
+from pglab.envs.bugfix._worker import encode
+from pglab.envs.bugfix.sandbox import check_plain
 
 FIX_OPS = {
     "init": "fix_init",
@@ -47,6 +54,28 @@ class Task:
     issue: str
     visible: tuple[Case, ...]
     hidden: tuple[Case, ...]
+
+    def __post_init__(self):
+        """Refuse a task that would grade wrongly: no hidden tests, data that is not plain, an absent function."""
+        if not isinstance(self.name, str) or not self.name.isidentifier() or keyword.iskeyword(self.name):
+            raise ValueError(f"Task.name must be a Python identifier (the function to call), got {self.name!r}")
+        if not isinstance(self.source, str) or not re.search(rf"\b{self.name}\b", self.source):
+            raise ValueError(f"Task.source must define the function {self.name!r}; it does not mention it")
+        if not self.hidden:
+            raise ValueError(f"Task {self.name!r} has no hidden tests; every program would pass. Add hidden Cases")
+        for kind in ("visible", "hidden"):
+            for k, case in enumerate(getattr(self, kind)):
+                if not isinstance(case, Case) or type(case.args) is not tuple:
+                    raise ValueError(f"Task {self.name!r}: {kind}[{k}] must be a Case whose args are a tuple, "
+                                     f"e.g. Case((5, 0, 10), 5); got {case!r}")
+                check_plain(case.args, f"Task {self.name!r}: {kind}[{k}].args")
+                check_plain(case.expected, f"Task {self.name!r}: {kind}[{k}].expected")
+
+    @cached_property
+    def digest(self) -> str:
+        """SHA-256 of what grading depends on besides the source: the function name and every case."""
+        cases = [[encode(c.args), encode(c.expected)] for c in self.visible + self.hidden]
+        return hashlib.sha256(json.dumps([self.name, len(self.visible), cases]).encode()).hexdigest()
 
     @property
     def fix_op(self) -> str:
