@@ -94,3 +94,20 @@ def test_parameter_ranges():
         discounted_returns(R, 1.5)
     with pytest.raises(ValueError, match="lam"):
         gae(R, R, 1.0, -0.1)
+
+
+CUT = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+
+
+@pytest.mark.parametrize("call, fix", [
+    (lambda: gae(R, R, 1.0, 0.9, truncated=CUT), "pass both"),
+    (lambda: discounted_returns(R, next_values=R), "pass both"),
+    (lambda: gae(R, R, 1.0, 0.9, dones=CUT, truncated=CUT, next_values=R), "set one of them to 0"),
+    (lambda: discounted_returns(R, truncated=CUT, next_values=torch.ones(2, 4)), "same shape"),
+    (lambda: gae(R, R, 1.0, 0.9, truncated=CUT, next_values=torch.full((2, 3), float("nan"))), "NaN or inf"),
+    (lambda: discounted_returns(R, truncated=0.5 * CUT, next_values=R), "only 0 and 1"),
+], ids=["no-next-values", "no-truncated", "done-and-truncated", "shape", "nan", "not-binary"])
+def test_truncation_misuse(call, fix):
+    with pytest.raises(ValueError) as err:
+        call()
+    assert fix in str(err.value)

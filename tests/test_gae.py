@@ -1,4 +1,4 @@
-"""GAE: the seed's one-episode table, tool spans, terminal vs truncated, and a plain loop."""
+"""GAE: the book's one-episode table, tool spans, terminal vs truncated, a plain loop and SB3's convention."""
 
 import pytest
 import torch
@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pglab.estimators import discounted_returns, gae
-from test_returns import batches, credited_episodes
+from reference import batches, reference_gae, sb3_gae
 
 SEED_V = torch.tensor([0.850, 0.553, 0.417, 0.572, 0.227, 0.456], dtype=torch.float64)
 SEED_R = torch.tensor([0, 0, 0, 0, 0, 1.0], dtype=torch.float64)
@@ -70,24 +70,58 @@ def test_terminated_and_truncated_differ_correctly():
     torch.testing.assert_close(split[:, :2], first)
 
 
-def reference_gae(rewards, values, mask, dones, gamma, lam):
-    """A_t = sum_l (gamma lam)^l delta_{t+l} over the policy positions of t's episode (plain Python)."""
-    out = torch.zeros_like(rewards)
-    for b, (r, m, d) in enumerate(zip(rewards.tolist(), mask.tolist(), dones.tolist())):
-        v = values[b].tolist()
-        for policy, credited in credited_episodes(r, m, d):
-            deltas = [credited[t] + gamma * (v[policy[i + 1]] if i + 1 < len(policy) else 0.0) - v[t]
-                      for i, t in enumerate(policy)]
-            for i, t in enumerate(policy):
-                out[b, t] = sum((gamma * lam) ** (j - i) * deltas[j] for j in range(i, len(policy)))
-    return out
+def test_mid_row_cut_is_an_episode_end_with_a_bootstrap():
+    """A cut inside the row ends the first episode with V(cut state); the second episode is untouched."""
+    rewards = torch.tensor([[0.0, 1.0, 0.0, 1.0]], dtype=torch.float64)
+    values = torch.tensor([[0.5, 0.6, 0.7, 0.8]], dtype=torch.float64)
+    truncated = torch.tensor([[0.0, 1.0, 0.0, 0.0]], dtype=torch.float64)
+    next_values = torch.tensor([[0.0, 2.0, 0.0, 0.0]], dtype=torch.float64)
+    adv, _ = gae(rewards, values, 0.9, 1.0, truncated=truncated, next_values=next_values)
+    first, _ = gae(rewards[:, :2], values[:, :2], 0.9, 1.0, bootstrap=torch.tensor([2.0], dtype=torch.float64))
+    second, _ = gae(rewards[:, 2:], values[:, 2:], 0.9, 1.0)
+    torch.testing.assert_close(adv, torch.cat([first, second], 1))
+    assert adv[0, 1].item() == pytest.approx(1.0 + 0.9 * 2.0 - 0.6)
+
+
+def test_bootstrap_is_a_cut_after_the_last_position_unless_it_ended():
+    gen = torch.Generator().manual_seed(2)
+    rewards, values = torch.randn(2, 5, generator=gen, dtype=torch.float64), torch.randn(2, 5, generator=gen,
+                                                                                         dtype=torch.float64)
+    dones = torch.tensor([[0.0] * 5, [0.0, 0.0, 0.0, 0.0, 1.0]], dtype=torch.float64)
+    bootstrap = torch.tensor([3.0, 7.0], dtype=torch.float64)
+    short, _ = gae(rewards, values, 0.9, 0.8, dones=dones, bootstrap=bootstrap)
+    truncated = torch.tensor([[0.0] * 4 + [1.0], [0.0] * 5], dtype=torch.float64)
+    next_values = torch.zeros(2, 5, dtype=torch.float64)
+    next_values[0, -1] = 3.0
+    long, _ = gae(rewards, values, 0.9, 0.8, dones=dones, truncated=truncated, next_values=next_values)
+    torch.testing.assert_close(short, long)
 
 
 @settings(max_examples=120, deadline=None)
 @given(batches(), st.sampled_from([0.0, 0.5, 0.95, 1.0]))
 def test_vectorised_equals_plain_loop(batch, lam):
-    rewards, mask, dones, gamma = batch
+    rewards, mask, dones, truncated, next_values, gamma = batch
     values = torch.linspace(-1, 1, rewards.numel(), dtype=torch.float64).reshape(rewards.shape)
-    adv, ret = gae(rewards, values, gamma, lam, mask=mask, dones=dones)
-    torch.testing.assert_close(adv, reference_gae(rewards, values, mask, dones, gamma, lam), atol=1e-9, rtol=1e-9)
+    adv, ret = gae(rewards, values, gamma, lam, mask=mask, dones=dones, truncated=truncated, next_values=next_values)
+    want = reference_gae(rewards, values, mask, dones, gamma, lam, truncated, next_values)
+    torch.testing.assert_close(adv, want, atol=1e-9, rtol=1e-9)
     torch.testing.assert_close(ret, (adv + values) * mask)
+
+
+@settings(max_examples=120, deadline=None)
+@given(batches(all_policy=True), st.sampled_from([0.0, 0.5, 0.95, 1.0]), st.floats(-3, 3, width=32))
+def test_mid_row_truncation_matches_plain_loop_and_sb3(batch, lam, last_value):
+    """Autoreset rows with cuts anywhere, plus a bootstrap after the row: ours = the plain loop = SB3's."""
+    rewards, mask, dones, truncated, next_values, gamma = batch
+    values = torch.linspace(-1, 1, rewards.numel(), dtype=torch.float64).reshape(rewards.shape)
+    bootstrap = torch.full(rewards.shape[:1], last_value, dtype=torch.float64)
+    adv, _ = gae(rewards, values, gamma, lam, dones=dones, truncated=truncated, next_values=next_values,
+                 bootstrap=bootstrap)
+    # The plain loop sees the bootstrap as a cut after the last position of every row still open there.
+    open_end = (1 - dones[:, -1] - truncated[:, -1]).bool()
+    cut, after = truncated.clone(), next_values.clone()
+    cut[open_end, -1], after[open_end, -1] = 1.0, last_value
+    torch.testing.assert_close(adv, reference_gae(rewards, values, mask, dones, gamma, lam, cut, after),
+                               atol=1e-9, rtol=1e-9)
+    torch.testing.assert_close(adv, sb3_gae(rewards, values, dones, truncated, next_values, bootstrap, gamma, lam),
+                               atol=1e-9, rtol=1e-9)

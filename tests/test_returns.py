@@ -1,45 +1,11 @@
-"""backward_scan and discounted_returns: seed numbers, mask and done semantics, and a plain loop."""
+"""backward_scan and discounted_returns: the book's numbers, mask, done and truncation semantics, a plain loop."""
 
 import pytest
 import torch
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from pglab.estimators import backward_scan, discounted_returns
-
-
-def credited_episodes(r, m, d):
-    """One row split into episodes: [(policy positions, {position: credited reward})] (plain Python).
-
-    A reward is credited to the nearest policy position at or before it in its episode.
-    """
-    episodes, current = [], []
-    for t in range(len(r)):
-        current.append(t)
-        if d[t]:
-            episodes.append(current)
-            current = []
-    episodes.append(current)
-    out = []
-    for episode in episodes:
-        policy = [t for t in episode if m[t]]
-        credited = {t: 0.0 for t in policy}
-        for t in episode:
-            before = [p for p in policy if p <= t]
-            if before:
-                credited[before[-1]] += r[t]
-        out.append((policy, credited))
-    return out
-
-
-def reference_returns(rewards, mask, dones, gamma):
-    """Reward-to-go by its definition, one row and one episode at a time."""
-    out = torch.zeros_like(rewards)
-    for b, (r, m, d) in enumerate(zip(rewards.tolist(), mask.tolist(), dones.tolist())):
-        for policy, credited in credited_episodes(r, m, d):
-            for i, t in enumerate(policy):
-                out[b, t] = sum(gamma ** (j - i) * credited[u] for j, u in enumerate(policy) if j >= i)
-    return out
+from reference import batches, reference_returns
 
 
 def test_seed_004_discounted_returns():
@@ -85,24 +51,31 @@ def test_backward_scan_per_position_factor():
     assert backward_scan(x, factor).tolist() == [1 + 2 * (1 + 3 * 1), 1 + 3 * 1, 1]
 
 
-@st.composite
-def batches(draw):
-    b, t = draw(st.integers(1, 4)), draw(st.integers(1, 9))
-    floats = st.floats(-3, 3, allow_nan=False, width=32)
-    rewards = torch.tensor(draw(st.lists(st.lists(floats, min_size=t, max_size=t), min_size=b, max_size=b)),
-                           dtype=torch.float64)
-    bits = st.lists(st.lists(st.integers(0, 1), min_size=t, max_size=t), min_size=b, max_size=b)
-    mask = torch.tensor(draw(bits), dtype=torch.float64)
-    dones = torch.tensor(draw(bits), dtype=torch.float64)
-    return rewards, mask, dones, draw(st.sampled_from([0.0, 0.5, 0.9, 1.0]))
-
-
 @settings(max_examples=150, deadline=None)
 @given(batches())
 def test_vectorised_equals_plain_loop(batch):
-    rewards, mask, dones, gamma = batch
-    got = discounted_returns(rewards, gamma, mask=mask, dones=dones)
-    torch.testing.assert_close(got, reference_returns(rewards, mask, dones, gamma), atol=1e-9, rtol=1e-9)
+    rewards, mask, dones, truncated, next_values, gamma = batch
+    got = discounted_returns(rewards, gamma, mask=mask, dones=dones, truncated=truncated, next_values=next_values)
+    want = reference_returns(rewards, mask, dones, gamma, truncated, next_values)
+    torch.testing.assert_close(got, want, atol=1e-9, rtol=1e-9)
+
+
+def test_truncation_bootstraps_the_cut_episode():
+    rewards = torch.tensor([[1.0, 1.0, 1.0, 1.0]])
+    truncated = torch.tensor([[0.0, 1.0, 0.0, 0.0]])
+    next_values = torch.tensor([[99.0, 10.0, 99.0, 99.0]])   # read only where truncated
+    got = discounted_returns(rewards, 0.5, truncated=truncated, next_values=next_values)
+    assert got.tolist() == [[1 + 0.5 * (1 + 0.5 * 10), 1 + 0.5 * 10, 1.5, 1.0]]
+
+
+def test_cut_on_a_tool_position_bootstraps_the_action_before_it():
+    """Mask-0 positions are not time steps: the value after the cut is discounted once, like a reward would be."""
+    rewards = torch.tensor([[1.0, 2.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    truncated = torch.tensor([[0.0, 0.0, 1.0]])
+    next_values = torch.tensor([[0.0, 0.0, 4.0]])
+    got = discounted_returns(rewards, 0.5, mask=mask, truncated=truncated, next_values=next_values)
+    assert got.tolist() == [[1 + 0.5 * (2 + 0.5 * 4), 2 + 0.5 * 4, 0.0]]
 
 
 def test_leading_dims_and_dtype():

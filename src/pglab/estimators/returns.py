@@ -5,6 +5,9 @@ positions (prompt, template, tool output) are not time steps: discounting and bo
 over them and their output is 0. A reward placed on a mask-0 position is credited, undiscounted, to
 the nearest policy position before it; before the first policy position it is ignored.
 ``dones[..., t] = 1`` ends an episode after position t (terminal: nothing flows back across it).
+``truncated[..., t] = 1`` also ends the episode after t, but the episode was cut (a time limit, a
+vector environment's autoreset), not finished: ``next_values[..., t]``, the value of the state it was
+cut in, is discounted once onto the last policy position of the episode, as the rest of the return.
 """
 
 from __future__ import annotations
@@ -37,18 +40,22 @@ def backward_scan(
     positions are skipped (their x is credited to the previous policy position, their y is 0);
     a done at t stops the scan from carrying anything from t+1 back to t.
     """
-    return _scan(x, factor, mask, dones, "x")
+    x, mask, dones = _prepare(x, mask, dones, "x")
+    return _scan(x, factor, mask, dones)
 
 
-def _scan(x, factor, mask, dones, x_name: str) -> torch.Tensor:
-    x, mask, dones = _prepare(x, mask, dones, x_name)
+def _scan(x, factor, mask, ends, cut_values=None) -> torch.Tensor:
+    """The backward scan on validated tensors; ``ends`` [..., T] stops it after t, where it restarts
+    from ``cut_values`` [..., T] (0 at terminal ends and at positions that end nothing)."""
     factor = torch.as_tensor(factor, dtype=x.dtype).expand_as(x)
     out = torch.zeros_like(x)
     carry = torch.zeros_like(x[..., 0])      # y at the next policy position of this episode
     pending = torch.zeros_like(x[..., 0])    # x on mask-0 positions since that policy position
     for t in range(x.shape[-1] - 1, -1, -1):
-        live = 1.0 - dones[..., t]
+        live = 1.0 - ends[..., t]
         carry, pending = carry * live, pending * live
+        if cut_values is not None:
+            carry = carry + cut_values[..., t]
         m = mask[..., t]
         y = x[..., t] + pending + factor[..., t] * carry
         out[..., t] = m * y
@@ -57,34 +64,79 @@ def _scan(x, factor, mask, dones, x_name: str) -> torch.Tensor:
     return out
 
 
+def _cuts(like: torch.Tensor, dones: torch.Tensor, truncated, next_values, bootstrap=None):
+    """Validate the truncation arguments -> (ends, cut_values), both [..., T].
+
+    ends = dones + truncated (every episode end); cut_values = truncated * next_values (the value a
+    cut episode bootstraps from, 0 elsewhere). ``bootstrap`` [...] cuts each row after its last
+    position, unless that position already ends an episode.
+    """
+    if (truncated is None) != (next_values is None):
+        given, missing = ("truncated", "next_values") if next_values is None else ("next_values", "truncated")
+        raise ValueError(f"{given} was passed without {missing}; pass both (truncated[..., t] = 1 where the "
+                         f"episode was cut after t, next_values[..., t] = V of the state it was cut in)")
+    if truncated is None:
+        truncated, next_values = torch.zeros_like(like), torch.zeros_like(like)
+    else:
+        truncated = as_mask("truncated", truncated, "rewards", like)
+        check_same_shape("next_values", next_values, "rewards", like)
+        check_finite("next_values", next_values)
+        next_values = next_values.to(like.dtype)
+        both = (truncated * dones).nonzero()
+        if len(both):
+            raise ValueError(f"position {both[0].tolist()} is both done and truncated; an episode either "
+                             f"terminates (dones) or is cut (truncated): set one of them to 0")
+    if bootstrap is not None:
+        bootstrap = torch.as_tensor(bootstrap, dtype=like.dtype)
+        if bootstrap.shape != like.shape[:-1]:
+            raise ValueError(
+                f"bootstrap has shape {tuple(bootstrap.shape)}; "
+                f"pass one value per row, shape {tuple(like.shape[:-1])}"
+            )
+        check_finite("bootstrap", bootstrap)
+        open_end = 1.0 - dones[..., -1] - truncated[..., -1]
+        truncated, next_values = truncated.clone(), next_values.clone()
+        truncated[..., -1] += open_end
+        next_values[..., -1] = torch.where(open_end.bool(), bootstrap, next_values[..., -1])
+    return dones + truncated, truncated * next_values
+
+
 def discounted_returns(
     rewards: torch.Tensor,
     gamma: float = 1.0,
     *,
     mask: torch.Tensor | None = None,
     dones: torch.Tensor | None = None,
+    truncated: torch.Tensor | None = None,
+    next_values: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Reward-to-go G_t = r_t + gamma * G_{t+1}; rewards, mask, dones [..., T] -> G [..., T]."""
+    """Reward-to-go G_t = r_t + gamma * G_{t+1}; rewards, mask, dones, truncated, next_values [..., T] -> G [..., T].
+
+    A cut episode (``truncated[..., t] = 1``) continues past its cut with the value
+    ``next_values[..., t]``: its last return is r + gamma * next_value.
+    """
     if not 0.0 <= float(gamma) <= 1.0:
         raise ValueError(f"gamma must be in [0, 1], got {gamma}")
-    return _scan(rewards, gamma, mask, dones, "rewards")
+    rewards, mask, dones = _prepare(rewards, mask, dones, "rewards")
+    ends, cut_values = _cuts(rewards, dones, truncated, next_values)
+    return _scan(rewards, gamma, mask, ends, cut_values)
 
 
 def next_policy_values(
     values: torch.Tensor,
     mask: torch.Tensor,
-    dones: torch.Tensor,
-    bootstrap: torch.Tensor | None = None,
+    ends: torch.Tensor,
+    cut_values: torch.Tensor,
 ) -> torch.Tensor:
     """V(s_{t+1}) for every position: the value at the next policy position of the same episode.
 
-    values, mask, dones [..., T]; bootstrap [...] is the value after the last position of a
-    truncated row (0 when None: the row ends in a terminal state). -> [..., T]
+    values, mask, ends, cut_values [..., T]: ``ends`` marks every episode end, ``cut_values`` the
+    value after a cut one (0 after a terminal end). -> [..., T]
     """
     nxt = torch.zeros_like(values)
-    carry = torch.zeros_like(values[..., 0]) if bootstrap is None else bootstrap.to(values.dtype).clone()
+    carry = torch.zeros_like(values[..., 0])
     for t in range(values.shape[-1] - 1, -1, -1):
-        carry = carry * (1.0 - dones[..., t])
+        carry = carry * (1.0 - ends[..., t]) + cut_values[..., t]
         nxt[..., t] = carry
         carry = torch.where(mask[..., t].bool(), values[..., t], carry)
     return nxt
@@ -98,13 +150,18 @@ def gae(
     *,
     mask: torch.Tensor | None = None,
     dones: torch.Tensor | None = None,
+    truncated: torch.Tensor | None = None,
+    next_values: torch.Tensor | None = None,
     bootstrap: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimation; rewards, values, mask, dones [..., T] -> (advantages, returns).
+    """Generalised advantage estimation; rewards, values, mask, dones, truncated, next_values [..., T]
+    -> (advantages, returns) [..., T].
 
-    delta_t = r_t + gamma V(s_{t+1}) - V(s_t) and A_t = delta_t + gamma lam A_{t+1} over policy
-    positions; ``returns = A + V`` (the lambda-return, the critic's target), 0 on mask-0 positions.
-    A row ends terminally unless ``bootstrap`` [...] gives the value of the state after it.
+    delta_t = r_t + gamma V(s_{t+1}) - V(s_t) and A_t = delta_t + gamma lam A_{t+1} over the policy
+    positions of an episode; ``returns = A + V`` (the lambda-return, the critic's target), 0 on
+    mask-0 positions. An episode ends after t at ``dones`` (terminal: V(s_{t+1}) = 0) or at
+    ``truncated`` (cut: V(s_{t+1}) = ``next_values[..., t]``). ``bootstrap`` [...] is the shorthand for
+    a cut after each row's last position (ignored on rows whose last position already ends an episode).
     lam = 0 gives the TD errors, lam = 1 gives G_t - V(s_t).
     """
     for name, v in (("gamma", gamma), ("lam", lam)):
@@ -114,16 +171,9 @@ def gae(
     check_same_shape("values", values, "rewards", rewards)
     check_finite("values", values)
     values = values.to(rewards.dtype)
-    if bootstrap is not None:
-        bootstrap = torch.as_tensor(bootstrap, dtype=rewards.dtype)
-        if bootstrap.shape != rewards.shape[:-1]:
-            raise ValueError(
-                f"bootstrap has shape {tuple(bootstrap.shape)}; "
-                f"pass one value per row, shape {tuple(rewards.shape[:-1])}"
-            )
-        check_finite("bootstrap", bootstrap)
-    nxt = next_policy_values(values, mask, dones, bootstrap)
+    ends, cut_values = _cuts(rewards, dones, truncated, next_values, bootstrap)
+    nxt = next_policy_values(values, mask, ends, cut_values)
     # Rewards on mask-0 positions stay in place: the scan credits them to the previous policy position.
     deltas = torch.where(mask.bool(), rewards + gamma * nxt - values, rewards)
-    advantages = _scan(deltas, gamma * lam, mask, dones, "rewards")
+    advantages = _scan(deltas, gamma * lam, mask, ends)
     return advantages, (advantages + values) * mask
