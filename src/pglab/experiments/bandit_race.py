@@ -17,9 +17,9 @@ from typing import ClassVar
 import torch
 
 from pglab.envs.bandit import GaussianBandit
-from pglab.experiments.bandit_training import train
 from pglab.plots import new_figure
 from pglab.result import Result
+from pglab.trainers.bandit import committed_arm, train_bandit
 
 METHODS = {"no baseline": "none", "running-average baseline": "running"}
 SEED_WRONG = {"no baseline": 5, "running-average baseline": 0}
@@ -52,12 +52,6 @@ class Config:
     """Seed of the torch.Generator; both methods get the same one."""
 
     QUICK: ClassVar[dict] = {"rate_runs": 400}
-
-
-def committed_arm(pi: torch.Tensor, threshold: float) -> torch.Tensor:
-    """Index of the arm whose probability exceeds ``threshold``, -1 if none; pi [..., K] -> [...] (threshold >= 0.5)."""
-    top, arm = pi.max(-1)
-    return torch.where(top > threshold, arm, torch.full_like(arm, -1))
 
 
 def barycentric(pi: torch.Tensor) -> torch.Tensor:
@@ -121,7 +115,7 @@ def run(config: Config, result: Result) -> None:
     best = int(bandit.means.argmax())
     rows, paths, arms = [], {}, {}
     for method, baseline in METHODS.items():
-        trajectory = train(bandit, baseline, config.rate_runs, config.steps, config.lr,
+        trajectory = train_bandit(bandit, baseline, config.rate_runs, config.steps, config.lr,
                            torch.Generator().manual_seed(config.seed))
         pi = bandit.policy(trajectory.thetas)
         arm = committed_arm(pi[-1], config.commit)
