@@ -87,7 +87,9 @@ def cloud(body: dict) -> dict[str, Any]:
         b = named[choice]
     else:
         b = _number({"b": choice}, "b")
-    actions, estimates = bandit.sample_estimates(theta, b, samples, torch.Generator().manual_seed(seed))
+    # Always MAX_SAMPLES draws, of which the first ``samples`` are shown: a prefix of the same seed.
+    actions, estimates = bandit.sample_estimates(theta, b, MAX_SAMPLES, torch.Generator().manual_seed(seed))
+    actions, estimates = actions[:samples], estimates[:samples]
     pi, gradient = bandit.policy(theta), bandit.exact_gradient(theta)
     strip_b = torch.linspace(min(0.0, b, b_star) - 2.0, max(b, b_star, max(REWARDS) + c) + 2.0, 121,
                              dtype=torch.float64)
