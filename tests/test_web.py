@@ -1,6 +1,5 @@
 """pglab serve: the demos' JSON API (exact numbers, refusals, 1,000 requests) and the server's start time."""
 
-import math
 import os
 import socket
 import subprocess
