@@ -48,6 +48,8 @@ class Config:
     """Baselines measured by Monte Carlo, evenly spaced on [0, valley_max] (J and b* are added)."""
     samples: int = 40_000
     """Monte Carlo draws per measured spread and per expected estimate."""
+    demo_offset: float = 10.0
+    """c of the demo's default race, from the uniform policy (wrong commitments counted)."""
     race_offset: float = 15.0
     """c of the race (exercise 7.9.5)."""
     race_start: tuple[float, float, float] = (0.05, 0.9, 0.05)
@@ -201,6 +203,31 @@ def race(config: Config, result: Result) -> tuple[list[dict], dict[str, torch.Te
     return rows, shares
 
 
+def demo_race_wrong(config: Config, result: Result) -> list[dict]:
+    """The demo's default race (c = 10 from the uniform policy): runs of 12 committed to a wrong arm, as a rate."""
+    bandit = GaussianBandit([r + config.demo_offset for r in config.rewards], config.sd)
+    best, n, k = int(bandit.means.argmax()), config.race_runs, config.demo_runs
+    rows = []
+    for baseline in METHODS:
+        trajectory = train_bandit(bandit, baseline, n, config.steps, config.lr,
+                                  torch.Generator().manual_seed(config.seed))
+        arm = committed_arm(bandit.policy(trajectory.thetas[-1]), config.commit)
+        rate = float(((arm >= 0) & (arm != best)).double().mean())
+        se = k * math.sqrt(rate * (1 - rate) / n)
+        rows.append({"method": METHODS[baseline], f"expected wrong of {k}": k * rate, "se": se,
+                     "all runs: wrong rate": rate})
+        if baseline == "none":
+            result.check_range(f"demo race (c = {config.demo_offset:g}): no baseline: expected wrong of {k}", k * rate,
+                               3 - config.sigmas * se, 6 + config.sigmas * se,
+                               f"the issue's 3-6 of {k}, widened by {config.sigmas:g} binomial se of {k} x the rate "
+                               f"over {n} runs (se = {se:.2g})")
+        else:
+            p_any = 1 - (1 - rate) ** k
+            result.check_range(f"demo race (c = {config.demo_offset:g}): baseline: P(any of {k} wrong)", p_any,
+                               high=0.1, tolerance=f"the issue: none of {k}; rate {rate:.3g} over {n} runs")
+    return rows
+
+
 def valley_figure(bandit: GaussianBandit, rows: list[dict], value: float, b_star: float):
     """Spread against b on a log scale: the exact curve, measured points with 3-se bars, J and b* marked."""
     fig, ax = new_figure(figsize=(7, 4.2))
@@ -255,6 +282,7 @@ def run(config: Config, result: Result) -> None:
     result.tables["exercise_7_9"] = exercise_7_9(config, result, generator)
     race_rows, shares = race(config, result)
     result.tables["race"] = race_rows
+    result.tables["demo_race_wrong"] = demo_race_wrong(config, result)
     bandit = GaussianBandit([r + config.offset for r in config.rewards], config.sd)
     value = float(bandit.exact_value(torch.zeros(3, dtype=torch.float64)))
     result.figures["variance_valley"] = valley_figure(bandit, valley_rows, value, result.metrics["valley: b*"])
