@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from pglab.experiments import get_experiment
-from pglab.experiments.bandit_race import barycentric, committed_arm
+from pglab.experiments.bandit_race import barycentric
+from pglab.trainers.bandit import committed_arm
 
 
 def test_barycentric_maps_corners_and_uniform_to_the_centroid():

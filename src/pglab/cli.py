@@ -198,6 +198,18 @@ def integer(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expects an integer, got {text!r}") from None
 
 
+def cmd_serve(args) -> int:
+    if not 0 < args.port < 65536:
+        raise ValueError(f"--port must be in 1..65535, got {args.port}")
+    try:
+        from pglab.web.server import serve
+    except ImportError as err:
+        raise ValueError(f"pglab serve needs the web extra ({err.name} is missing): pip install 'pglab[web]'") from None
+    print(f"pglab demos on http://{args.host}:{args.port}/ (Ctrl-C stops)", flush=True)
+    serve(args.host, args.port)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from pglab import __version__
 
@@ -222,6 +234,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--quick", action="store_true", help="reduced size, as the tests run it")
     rep.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
     rep.set_defaults(func=cmd_reproduce)
+
+    serve = sub.add_parser("serve", help="the course chapter's two demos on a local web page (the web extra)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.set_defaults(func=cmd_serve)
 
     bench = sub.add_parser("bench", help="run a speed benchmark (pglab bench --list)")
     bench.add_argument("name", nargs="?")

@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from pglab.estimators import softmax_score
 from pglab.estimators._validate import check_finite, tensor
 
 
@@ -68,6 +69,16 @@ class GaussianBandit:
         weight = pi * self._score_sq_norms(pi)
         return (weight * self.means).sum(-1) / weight.sum(-1)
 
+    def exact_expected_estimate(self, theta: torch.Tensor, baseline: float | torch.Tensor = 0.0) -> torch.Tensor:
+        """E[(r - b(a))(e_a - pi)] for a constant or per-arm baseline b [K]; theta [..., K] -> [..., K].
+
+        A constant b gives the exact gradient; an action-dependent b(a) in general does not.
+        """
+        pi = self.policy(theta)
+        b = torch.as_tensor(baseline, dtype=torch.float64).expand(self.n_arms)
+        scores = torch.eye(self.n_arms, dtype=torch.float64) - pi[..., None, :]   # row a: e_a - pi
+        return ((pi * (self.means - b))[..., :, None] * scores).sum(-2)
+
     def sample_actions(self, theta: torch.Tensor, generator: torch.Generator, n: int = 1) -> torch.Tensor:
         """n arms drawn from pi for every row of theta; theta [..., K] -> actions [..., n] (int64)."""
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
@@ -86,3 +97,15 @@ class GaussianBandit:
                              f"got {str(actions.tolist())[:80]}")
         noise = torch.randn(actions.shape, generator=generator, dtype=torch.float64)
         return self.means[actions] + self.sd * noise
+
+    def sample_estimates(self, theta: torch.Tensor, baseline: float | torch.Tensor, n: int,
+                         generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """n single-pull estimates (r - b)(e_a - pi) at theta [K] -> (actions [n], estimates [n, K]).
+
+        ``baseline`` is a constant or a per-arm tensor [K] (an action-dependent, biased "baseline").
+        """
+        theta = torch.as_tensor(theta, dtype=torch.float64)
+        actions = self.sample_actions(theta, generator, n)
+        b = torch.as_tensor(baseline, dtype=torch.float64)
+        weights = self.sample_rewards(actions, generator) - (b[actions] if b.dim() else b)
+        return actions, softmax_score(theta, actions) * weights.unsqueeze(-1)

@@ -19,7 +19,7 @@ import torch
 from pglab.envs.bandit import GaussianBandit
 from pglab.plots import new_figure
 from pglab.result import Result
-from pglab.trainers.bandit import train_bandit
+from pglab.trainers.bandit import committed_arm, train_bandit
 
 METHODS = {"no baseline": "none", "running-average baseline": "running"}
 BOOK_WRONG = {"no baseline": 5, "running-average baseline": 0}
@@ -52,12 +52,6 @@ class Config:
     """Seed of the torch.Generator; both methods get the same one."""
 
     QUICK: ClassVar[dict] = {"rate_runs": 400}
-
-
-def committed_arm(pi: torch.Tensor, threshold: float) -> torch.Tensor:
-    """Index of the arm whose probability exceeds ``threshold``, -1 if none; pi [..., K] -> [...] (threshold >= 0.5)."""
-    top, arm = pi.max(-1)
-    return torch.where(top > threshold, arm, torch.full_like(arm, -1))
 
 
 def barycentric(pi: torch.Tensor) -> torch.Tensor:

@@ -47,9 +47,7 @@ class Config:
 def mc_estimates(bandit: GaussianBandit, theta: torch.Tensor, baseline: float, n: int,
                  gen: torch.Generator) -> torch.Tensor:
     """n single-sample REINFORCE estimates (r - b)(e_a - pi) at theta [K] -> [n, K]."""
-    arms = bandit.sample_actions(theta, gen, n)
-    weights = bandit.sample_rewards(arms, gen) - baseline
-    return softmax_score(theta, arms) * weights.unsqueeze(-1)
+    return bandit.sample_estimates(theta, baseline, n, gen)[1]
 
 
 def variance_with_se(estimates: torch.Tensor) -> tuple[float, float]:

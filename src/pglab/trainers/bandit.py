@@ -1,7 +1,7 @@
 """REINFORCE on a Gaussian bandit, many runs at once: the vectorised trainer, its baselines, and a plain replay.
 
-Every run starts at theta = 0 and takes one pull per step; all runs advance together in one
-tensor operation per step ([runs, K] theta). The running baseline is the average of every reward
+Every run starts at theta = 0 (or at a given ``start``) and takes one pull per step; all runs advance
+together in one tensor operation per step ([runs, K] theta). The running baseline is the average of every reward
 the run has seen *before* the current pull (0 before the first), so it never depends on the
 action it weighs: the rule of ``EMABaseline(0.0, decay=None)`` read before ``update``.
 """
@@ -44,12 +44,18 @@ def baseline_values(bandit: GaussianBandit, baseline: str, theta: torch.Tensor, 
 
 
 def train_bandit(bandit: GaussianBandit, baseline: str, runs: int, steps: int, lr: float,
-          generator: torch.Generator) -> Trajectory:
-    """REINFORCE from theta = 0, one pull per step, all runs in one tensor op per step; -> thetas [steps+1, runs, K]."""
+                 generator: torch.Generator, *, start: torch.Tensor | None = None) -> Trajectory:
+    """REINFORCE from theta = ``start`` [K] (0 when None), one pull per step, all runs in one tensor op per step;
+    -> thetas [steps+1, runs, K]."""
     _check_baseline(baseline)
     if runs < 1 or steps < 1:
         raise ValueError(f"runs and steps must be >= 1, got runs={runs}, steps={steps}")
     theta = torch.zeros(runs, bandit.n_arms, dtype=torch.float64)
+    if start is not None:
+        start = torch.as_tensor(start, dtype=torch.float64)
+        if start.shape != (bandit.n_arms,) or not torch.isfinite(start).all():
+            raise ValueError(f"start must be {bandit.n_arms} finite logits, got {start.tolist()}")
+        theta = theta + start
     reward_sum = torch.zeros(runs, dtype=torch.float64)
     thetas, actions, rewards = [theta], [], []
     with single_torch_thread():
@@ -63,6 +69,12 @@ def train_bandit(bandit: GaussianBandit, baseline: str, runs: int, steps: int, l
             actions.append(action)
             rewards.append(reward)
     return Trajectory(torch.stack(thetas), torch.stack(actions), torch.stack(rewards))
+
+
+def committed_arm(pi: torch.Tensor, threshold: float) -> torch.Tensor:
+    """Index of the arm whose probability exceeds ``threshold``, -1 if none; pi [..., K] -> [...] (threshold >= 0.5)."""
+    top, arm = pi.max(-1)
+    return torch.where(top > threshold, arm, torch.full_like(arm, -1))
 
 
 def replay_run(bandit: GaussianBandit, baseline: str, actions: torch.Tensor, rewards: torch.Tensor,

@@ -1,0 +1,153 @@
+"""cartpole: REINFORCE on CartPole-v1 with three weightings: G_0, G_t, and G_t - V(s_t) (course-ch7 §7.10).
+
+The chapter's lab trains the same MLP policy with the same learning rate and the same number of
+episodes, weighting each action's score by the whole return G_0, by the reward-to-go G_t, or by
+G_t - V(s_t) with a small learned value network; only the variance of the weights differs. The
+book's final mean returns over 4 seeds: about 40, 300 (wide spread across seeds) and 500. The
+500-step time limit is a truncation: the critic bootstraps there (``pglab.trainers.cartpole``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from pglab.plots import new_figure
+from pglab.result import Result
+from pglab.runner import run_seeds
+from pglab.trainers.cartpole import VECTOR_MODES, WEIGHTINGS, train_cartpole
+
+BOOK_FINAL = {"return": 40.0, "reward_to_go": 300.0, "advantage": 500.0}
+"""course-ch7 §7.10: typical final mean returns over 4 seeds per weighting."""
+LABELS = {"return": "G_0 (whole return)", "reward_to_go": "G_t (reward-to-go)", "advantage": "G_t - V(s_t)"}
+COLORS = {"return": "C3", "reward_to_go": "C1", "advantage": "C0"}
+
+
+@dataclass
+class Config:
+    seeds: int = 4
+    """Training runs per weighting."""
+    first_seed: int = 0
+    """Seeds used: first_seed .. first_seed + seeds - 1 (the same for every weighting)."""
+    backend: str = "process"
+    """run_seeds backend: serial, process or ray (each run uses one torch thread)."""
+    weightings: tuple[str, ...] = WEIGHTINGS
+    """Weightings to train: return (G_0), reward_to_go (G_t), advantage (G_t - V(s_t))."""
+    updates: int = 40
+    """Policy updates per run."""
+    envs: int = 16
+    """Environments in the vector env; one complete episode from each per update."""
+    vector: str = "sync"
+    """gymnasium vector env: sync (SyncVectorEnv) or async (AsyncVectorEnv, one process per env)."""
+    lr: float = 0.01
+    """Adam step size of the policy, the same for every weighting."""
+    value_lr: float = 0.01
+    """Adam step size of the value network (the advantage weighting only)."""
+    value_epochs: int = 10
+    """Full-batch value steps per update."""
+    hidden: int = 32
+    """Width of the two hidden layers of the policy and value MLPs."""
+    gamma: float = 0.99
+    """Discount of the returns that weigh the scores."""
+    max_episode_steps: int = 500
+    """CartPole-v1's time limit (a truncation)."""
+    final_updates: int = 5
+    """The final mean return of a run averages its last this many updates (envs episodes each)."""
+    threshold: float = 400.0
+    """The G_t - V(s_t) median must reach this (the issue's bar; the book: about 500)."""
+
+    QUICK: ClassVar[dict] = {"seeds": 2, "backend": "serial", "weightings": ("return", "advantage"), "updates": 14,
+                             "envs": 8, "final_updates": 3, "threshold": 0.0}
+    MIN_SEEDS: ClassVar[int] = 2
+
+
+def final_returns(curves: np.ndarray, final_updates: int) -> np.ndarray:
+    """Mean return of each run over its last ``final_updates`` updates; curves [seeds, updates] -> [seeds]."""
+    return curves[:, -final_updates:].mean(1)
+
+
+def curves_figure(curves: dict[str, np.ndarray], envs: int, limit: int):
+    """Mean episode return per update against episodes: median line and interquartile band over seeds."""
+    fig, ax = new_figure(figsize=(7, 4.2))
+    for weighting, c in curves.items():
+        episodes = envs * np.arange(1, c.shape[1] + 1)
+        q25, median, q75 = np.percentile(c, [25, 50, 75], axis=0)
+        ax.fill_between(episodes, q25, q75, color=COLORS[weighting], alpha=0.2)
+        ax.plot(episodes, median, color=COLORS[weighting], label=f"{LABELS[weighting]}: median, IQR band")
+    ax.axhline(limit, color="grey", ls=":", lw=1, label=f"time limit ({limit} steps)")
+    ax.set_xlabel("episodes (all weightings see the same number)")
+    ax.set_ylabel("mean return per episode (steps balanced)")
+    ax.set_ylim(0, limit * 1.08)
+    ax.set_title(f"REINFORCE on CartPole-v1, {next(iter(curves.values())).shape[0]} seeds per weighting")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def run(config: Config, result: Result) -> None:
+    unknown = sorted(set(config.weightings) - set(WEIGHTINGS))
+    if unknown:
+        raise ValueError(f"unknown weightings {unknown}; pass some of {', '.join(WEIGHTINGS)}")
+    if config.vector not in VECTOR_MODES:
+        raise ValueError(f"vector must be one of {', '.join(VECTOR_MODES)}, got {config.vector!r}")
+    if not 1 <= config.final_updates <= config.updates:
+        raise ValueError(f"final_updates must be in [1, updates={config.updates}], got {config.final_updates}")
+    seeds = range(config.first_seed, config.first_seed + config.seeds)
+    curves, finals, timing = {}, {}, []
+    start = time.perf_counter()
+    for weighting in config.weightings:
+        began = time.perf_counter()
+        out = run_seeds(train_cartpole, seeds, backend=config.backend, description=f"cartpole {weighting}",
+                        weighting=weighting, updates=config.updates, envs=config.envs, lr=config.lr,
+                        value_lr=config.value_lr, value_epochs=config.value_epochs, hidden=config.hidden,
+                        gamma=config.gamma, max_episode_steps=config.max_episode_steps, vector=config.vector)
+        curves[weighting] = out["mean_return"]
+        finals[weighting] = final_returns(out["mean_return"], config.final_updates)
+        steps, seconds = float(out["env_steps"].sum()), float(out["seconds"].sum())
+        timing.append({"weighting": LABELS[weighting], "wall s": time.perf_counter() - began, "env steps": steps,
+                       "env steps per s (per worker)": steps / seconds})
+    wall = time.perf_counter() - start
+    load = _load_average()
+    result.summary = (
+        f"REINFORCE on gymnasium CartPole-v1 ({config.vector} vector env of {config.envs}), MLP {config.hidden}x"
+        f"{config.hidden}, Adam lr {config.lr:g} for every weighting, {config.updates} updates x {config.envs} "
+        f"episodes = {config.updates * config.envs} episodes per run, gamma {config.gamma:g}, {config.seeds} seeds "
+        f"per weighting on the {config.backend} backend. Final return: mean of the last {config.final_updates} "
+        f"updates. Wall time {wall:.0f} s ({load}).")
+    result.tables["final_return"] = [
+        {"weighting": LABELS[w], "median over seeds": float(np.median(f)), "q25": float(np.percentile(f, 25)),
+         "q75": float(np.percentile(f, 75)), "per seed": ", ".join(f"{x:.0f}" for x in f), "book": BOOK_FINAL[w]}
+        for w, f in finals.items()]
+    result.tables["timing"] = timing + [{"weighting": "all", "wall s": wall,
+                                         "env steps": sum(t["env steps"] for t in timing)}]
+    result.metrics["wall seconds"] = wall
+    result.metrics["env steps per second (all workers)"] = result.tables["timing"][-1]["env steps"] / wall
+    medians = {w: float(np.median(f)) for w, f in finals.items()}
+    for w, m in medians.items():
+        result.metrics[f"{w}: median final return"] = m
+    order = [w for w in WEIGHTINGS if w in medians]
+    for low, high in zip(order[:-1], order[1:]):
+        gap = medians[high] - medians[low]
+        result.check(f"median final return: {LABELS[low]} < {LABELS[high]}", gap, gap > 0,
+                     "> 0 (the gap of the medians)",
+                     f"the book's order (about {BOOK_FINAL[low]:g} < {BOOK_FINAL[high]:g}); "
+                     f"per-seed finals: {', '.join(f'{x:.0f}' for x in finals[low])} vs "
+                     f"{', '.join(f'{x:.0f}' for x in finals[high])}")
+    if "advantage" in medians and config.threshold > 0:
+        result.check_range(f"median final return of {LABELS['advantage']}", medians["advantage"],
+                           low=config.threshold,
+                           tolerance="the issue's bar; the book's about 500 of a 500-step limit")
+    result.figures["learning_curves"] = curves_figure(curves, config.envs, config.max_episode_steps)
+
+
+def _load_average() -> str:
+    """The machine's 1-minute load average and CPU count, for the report's timing line."""
+    import os
+
+    try:
+        return f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    except OSError:
+        return f"{os.cpu_count()} CPUs"
