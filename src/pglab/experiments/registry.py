@@ -26,7 +26,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                            "baseline (llm-ch6 §6.7)"),
     "bandit-race": ("bandit_race", "12 runs on rewards 1, 2, 4 + 10, without and with a running baseline "
                                    "(course-ch7, the race demo)"),
-    "bandit-lab": ("bandit_lab", "the variance valley, exercises 7.4 and 7.9, the race at c = 15 (course-ch7, the lab)"),
+    "bandit-lab": ("bandit_lab", "the variance valley, exercises 7.4 and 7.9, the race at c = 15 "
+                                 "(course-ch7, the lab)"),
     "cartpole": ("cartpole", "REINFORCE on CartPole-v1 weighted by G_0, G_t and G_t - V(s_t), 4 seeds "
                              "(course-ch7, the lab)"),
     "loo-enumeration": ("loo_enumeration", "exact enumeration: E[leave-one-out] = grad J, E[centred] = (n-1)/n grad J "
