@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
+EXTRAS ?= dev,ray,web
 
 .PHONY: demo test lint bench clean
 
@@ -11,13 +12,18 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[dev,ray]"
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
 	touch $@
+
+# Debian packages some tests use (bubblewrap, chromium); without them those tests skip with the reason.
+$(VENV)/.system: tests/setup_system.sh
+	sh tests/setup_system.sh
+	@mkdir -p $(VENV) && touch $@
 
 demo: $(VENV)/.installed
 	$(VENV)/bin/pglab demo
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed $(VENV)/.system
 	$(PY) -m pytest -q -n 2 --dist loadfile
 
 lint: $(VENV)/.installed
@@ -27,4 +33,4 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/pglab bench --all
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache test-artifacts

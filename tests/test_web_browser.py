@@ -2,7 +2,7 @@
 
 It drags the policy, presses the buttons, reads the displayed numbers and compares them with the
 exact values; it keeps a screenshot of each demo in test-artifacts/ (or $PGLAB_TEST_ARTIFACTS).
-Without Chromium or Playwright the tests are skipped with the reason (tests/setup_browser.sh
+Without Chromium or Playwright the tests are skipped with the reason (tests/setup_system.sh
 installs Debian's chromium). No browser is ever downloaded.
 """
 
@@ -24,7 +24,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--
 ARTIFACTS = Path(os.environ.get("PGLAB_TEST_ARTIFACTS", Path(__file__).resolve().parents[1] / "test-artifacts"))
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="no Chromium found: run tests/setup_browser.sh "
+              pytest.mark.skipif(CHROMIUM is None, reason="no Chromium found: run tests/setup_system.sh "
                                                           "(apt-get install chromium) or set PGLAB_CHROMIUM")]
 
 
