@@ -48,7 +48,9 @@ def median_band(ax: Axes, x: np.ndarray, curves: np.ndarray, color: str, label: 
     ax.plot(x, median, color=color, ls=ls, lw=1.6, label=label)
 
 
-def outside_legend(ax: Axes, title: str | None = None, **kwargs: Any) -> None:
-    """The legend of ``ax`` to the right of the axes, outside the data area."""
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=FONT_SIZE,
-              title=title, title_fontsize=FONT_SIZE, frameon=False, **kwargs)
+def outside_legend(ax: Axes, title: str | None = None, below: bool = False, **kwargs: Any) -> None:
+    """The legend of ``ax`` outside the data area: to the right of the axes, or below them."""
+    place = dict(loc="upper center", bbox_to_anchor=(0.5, -0.16)) if below else dict(
+        loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    ax.legend(borderaxespad=0.0, fontsize=FONT_SIZE, title=title, title_fontsize=FONT_SIZE, frameon=False,
+              **place, **kwargs)

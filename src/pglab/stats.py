@@ -9,10 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from pglab.result import Result
 
 
 def standard_error(x: torch.Tensor, dim: int = 0) -> torch.Tensor:
@@ -85,6 +88,16 @@ def half_unit(printed: str) -> float:
     if not isinstance(exponent, int):
         raise ValueError(f"{printed!r} is not a printed number")
     return 0.5 * 10.0 ** exponent
+
+
+def check_printed(result: Result, claim: str, ours: float | list[float], printed: str | tuple[str, ...]) -> bool:
+    """Record the claim that ``ours`` equals the book's printed number(s), each to half a unit of its last digit."""
+    printed = (printed,) if isinstance(printed, str) else tuple(printed)
+    values = [float(ours)] if isinstance(ours, (int, float)) else [float(v) for v in ours]
+    gaps = [abs(v - float(p)) for v, p in zip(values, printed, strict=True)]
+    return result.check(claim, max(gaps), all(g <= half_unit(p) for g, p in zip(gaps, printed)),
+                        f"{', '.join(printed)} (as printed)", "half a unit of the book's last printed digit: "
+                        + ", ".join(sorted({f"{half_unit(p):g}" for p in printed})))
 
 
 def bootstrap_se(statistic: Callable[[Any], float], samples: Any, resamples: int, rng: np.random.Generator) -> float:
