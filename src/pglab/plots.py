@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
 
 FONT_SIZE = 9
 """Tick, label and legend size in points."""
@@ -46,6 +47,15 @@ def median_band(ax: Axes, x: np.ndarray, curves: np.ndarray, color: str, label: 
     low, median, high = np.percentile(np.asarray(curves, dtype=float), [25.0, 50.0, 75.0], axis=0)
     ax.fill_between(x, low, high, color=color, alpha=0.18, lw=0)
     ax.plot(x, median, color=color, ls=ls, lw=1.6, label=label)
+
+
+def log_axis(ax: Axes, ticks: list[float], axis: str = "y") -> None:
+    """A log scale on ``axis`` with the given ticks printed as plain numbers (no 10^k) and unlabelled minor ticks."""
+    getattr(ax, f"set_{axis}scale")("log")
+    scale = getattr(ax, f"{axis}axis")
+    scale.set_major_locator(FixedLocator(ticks))
+    scale.set_major_formatter(ScalarFormatter())
+    scale.set_minor_formatter(NullFormatter())
 
 
 def outside_legend(ax: Axes, title: str | None = None, below: bool = False, **kwargs: Any) -> None:

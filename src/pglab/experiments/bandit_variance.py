@@ -12,11 +12,9 @@ from typing import ClassVar
 
 import torch
 
-from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
-
 from pglab.envs.bandit import GaussianBandit
 from pglab.estimators import optimal_constant_baseline, softmax_score
-from pglab.plots import new_figure, outside_legend, reference_line
+from pglab.plots import log_axis, new_figure, outside_legend, reference_line
 from pglab.result import Result
 from pglab.stats import check_printed, standard_error, variance_with_se
 
@@ -128,10 +126,7 @@ def variance_figure(bandit: GaussianBandit, sweep: list[dict], skewed: torch.Ten
             reference_line(ax, b_star, f"b* = {b_star:.3g}", vertical=True, color="C3", ls=":")
         ax.set_title(title)
         ax.set_xlabel("constant baseline b (reward units)")
-        ax.set_yscale("log")
-        ax.yaxis.set_major_locator(FixedLocator([1, 2, 5, 10, 20, 50]))
-        ax.yaxis.set_major_formatter(ScalarFormatter())
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        log_axis(ax, [1, 2, 5, 10, 20, 50])
     axes[0].errorbar([r["b"] for r in sweep], [r["monte_carlo"] for r in sweep],
                      yerr=[sigmas * r["se"] for r in sweep], fmt="o", ms=4, color="C1",
                      label=f"Monte Carlo (+- {sigmas:g} se)")
