@@ -5,6 +5,8 @@ import math
 import pytest
 import torch
 
+from test_experiments import quick_result
+
 from pglab.experiments import get_experiment
 from pglab.experiments.bandit_race import barycentric, committed_arm
 
@@ -27,8 +29,9 @@ def test_rate_runs_below_seeds_is_a_value_error():
         get_experiment("bandit-race").run(quick=True, seeds=12, rate_runs=10)
 
 
+@pytest.mark.slow
 def test_quick_race_locks_runs_only_without_a_baseline():
-    result = get_experiment("bandit-race").run(quick=True)
+    result = quick_result("bandit-race")
     without, with_baseline = result.tables["race"]
     assert without["all runs: wrong rate"] > 0.2
     assert with_baseline["all runs: wrong rate"] == 0.0

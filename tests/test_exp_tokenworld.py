@@ -2,19 +2,19 @@
 
 import pytest
 
-from pglab.experiments import run_experiment
+from test_experiments import quick_result
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def gae_result():
-    return run_experiment("tokenworld-gae", quick=True)
+    return quick_result("tokenworld-gae")
 
 
 @pytest.fixture(scope="module")
 def training_result():
-    return run_experiment("tokenworld-training", quick=True)
+    return quick_result("tokenworld-training")
 
 
 def test_tokenworld_gae_tradeoff(gae_result):
