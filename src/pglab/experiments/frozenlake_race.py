@@ -126,7 +126,7 @@ def run(config: Config, result: Result) -> None:
     reach, steps, rows = {}, {}, []
     for variant, run_ in runs.items():
         reach[variant] = updates_to_target(run_["success"], config.smooth, config.target)
-        steps[variant] = run_["step"][:, :window].mean(1)  # per seed
+        steps[variant] = run_["step"][:, :window].mean(1)  # per run
         book_row = BOOK_TABLE[variant]
         rows.append({
             "variant": variant,

@@ -100,7 +100,7 @@ def method_names(lambdas: tuple[float, ...]) -> dict[str, float | None]:
 
 
 def first_crossing(curve: np.ndarray, target: float) -> np.ndarray:
-    """Updates until each seed first reaches ``target`` (inf if never); curve [updates + 1, S] -> [S]."""
+    """Updates until each run first reaches ``target`` (inf if never); curve [updates + 1, S] -> [S]."""
     reached = curve >= target
     return np.where(reached.any(0), reached.argmax(0), np.inf)
 
