@@ -5,10 +5,9 @@ import math
 import pytest
 import torch
 
-from test_experiments import quick_result
-
 from pglab.experiments import get_experiment
 from pglab.experiments.bandit_race import barycentric, committed_arm
+from test_experiments import quick_result
 
 
 def test_barycentric_maps_corners_and_uniform_to_the_centroid():

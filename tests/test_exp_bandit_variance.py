@@ -1,6 +1,7 @@
 """bandit-variance: the closed forms beside the book's Monte Carlo numbers."""
 
 import pytest
+
 from test_experiments import quick_result
 
 pytestmark = pytest.mark.slow

@@ -5,11 +5,10 @@ import pytest
 import torch
 
 from pglab.envs.tabular import Episodes, frozen_lake
-from test_experiments import quick_result
-
-from pglab.experiments.frozenlake_static import ESTIMATORS, five_estimates, mean_cosines, relative_variances
 from pglab.experiments.frozenlake_race import trailing_mean, updates_to_target
+from pglab.experiments.frozenlake_static import ESTIMATORS, five_estimates, mean_cosines, relative_variances
 from pglab.trainers.tabular import ascent_direction, step_weights
+from test_experiments import quick_result
 
 
 @pytest.fixture(scope="module")

@@ -2,10 +2,10 @@
 
 import pytest
 import torch
-from test_experiments import quick_result
 
 from pglab.envs.tabular import enumerate_trajectories, table_score, two_state_problem
 from pglab.experiments.loo_enumeration import batch_expectations
+from test_experiments import quick_result
 
 
 def test_the_check_is_sharp():

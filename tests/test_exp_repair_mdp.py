@@ -2,9 +2,8 @@
 
 import pytest
 
-from test_experiments import quick_result
-
 from pglab.cli import main
+from test_experiments import quick_result
 
 pytestmark = pytest.mark.slow
 

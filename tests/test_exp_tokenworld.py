@@ -1,4 +1,4 @@
-"""The token-world experiments at reduced size: the episode beside the book, the noise draws, the learning-rate table."""
+"""The token-world experiments at reduced size: the episode beside the book, noise draws, the learning-rate table."""
 
 import pytest
 

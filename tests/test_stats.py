@@ -20,7 +20,7 @@ from pglab.stats import (
 )
 
 REPEATS = 400
-"""Simulated repetitions behind each calibration test: the sd of their estimates has relative se 1/sqrt(2 * 399) = 3.5%."""
+"""Simulated repetitions behind each calibration test: the sd of their estimates has relative se 1/sqrt(798) = 3.5%."""
 
 
 def spread_of(estimates: list[float]) -> float:
@@ -29,8 +29,8 @@ def spread_of(estimates: list[float]) -> float:
 
 def test_standard_error_of_a_mean_closed_form():
     x = torch.tensor([[1.0, 2.0], [3.0, 6.0]], dtype=torch.float64)
-    torch.testing.assert_close(standard_error(x), torch.tensor([math.sqrt(2) / math.sqrt(2), math.sqrt(8) / math.sqrt(2)],
-                                                                dtype=torch.float64))
+    expected = torch.tensor([math.sqrt(2) / math.sqrt(2), math.sqrt(8) / math.sqrt(2)], dtype=torch.float64)
+    torch.testing.assert_close(standard_error(x), expected)
 
 
 def test_binomial_se_closed_form_and_bad_input():

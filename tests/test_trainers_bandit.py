@@ -1,12 +1,11 @@
-"""bandit-training: the vectorised trainer against a plain per-seed loop, and the qualitative claim at reduced size."""
+"""bandit-training: the vectorised trainer against a plain per-run loop, and the qualitative claim at reduced size."""
 
 import pytest
 import torch
 
-from test_experiments import quick_result
-
 from pglab.envs.bandit import GaussianBandit
 from pglab.trainers.bandit import BASELINES, replay_run, train_bandit
+from test_experiments import quick_result
 
 
 @pytest.mark.parametrize("baseline", BASELINES)

@@ -126,7 +126,8 @@ def run(config: Config, result: Result) -> None:
         train = next(r for r in rows if r["policy"] == kind and r["split"] == "train")
         book = float(printed)
         se = binomial_se(book, BOOK_EPISODES)
-        result.check_close(f"{kind}: exact pass rate on the training split vs agents-ch6 §6.2", train["exact_pass_rate"],
+        result.check_close(f"{kind}: exact pass rate on the training split vs agents-ch6 §6.2",
+                           train["exact_pass_rate"],
                            book, config.sigmas * se + half_unit(printed),
                            f"{config.sigmas:g} binomial se of the book's rate on {BOOK_EPISODES} episodes (\"a few "
                            f"hundred\"; se = {se:.3f}) plus half a unit of its last printed digit")

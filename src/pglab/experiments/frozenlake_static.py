@@ -143,7 +143,7 @@ def relative_variances(estimates: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 def mean_cosines(estimates: np.ndarray, counts: np.ndarray, exact: np.ndarray) -> np.ndarray:
-    """Cosine of each estimator's mean to the exact gradient; estimates [D, E, P], counts [R, D], exact [P] -> [R, E]."""
+    """Cosine of each estimator's mean to grad J; estimates [D, E, P], counts [R, D], exact [P] -> [R, E]."""
     mean = np.einsum("rd,dep->rep", counts / counts.shape[1], estimates)
     return mean @ exact / (np.linalg.norm(mean, axis=-1) * np.linalg.norm(exact))
 
@@ -166,7 +166,7 @@ def grade(estimates: torch.Tensor, exact: torch.Tensor, config: Config, rng: np.
 
 
 def ladder_holds(gaps: dict, sigmas: float) -> bool:
-    """The book's ordering: every LADDER gap above ``sigmas`` se, and the return not ``sigmas`` se below reward-to-go."""
+    """The book's ordering: every LADDER gap above ``sigmas`` se; the return not ``sigmas`` se below reward-to-go."""
     tie, tie_se = gaps[LADDER_TIE]
     return all(gaps[step][0] > sigmas * gaps[step][1] for step in LADDER) and tie >= -sigmas * tie_se
 
@@ -229,7 +229,7 @@ def sweep_claims(rows: list[dict], config: Config, result: Result) -> None:
 
 
 def sweep_figure(rows: list[dict], config: Config):
-    """Relative variance of the five estimators against the probe's J, the band where the book's ordering holds shaded."""
+    """Relative variance of the five estimators against the probe's J; probes where the book's ordering holds shaded."""
     fig, ax = new_figure(figsize=(8.5, 4.4))
     J = [r["J"] for r in rows]
     for k, (name, marker) in enumerate(zip(ESTIMATORS, "osD^v")):

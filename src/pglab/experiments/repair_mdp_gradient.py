@@ -71,7 +71,6 @@ def surrogate_value_and_gradient(theta: torch.Tensor, episodes: Episodes,
 def monte_carlo_rows(theta, exact, J, episodes: Episodes, config: Config, result: Result) -> tuple[list, list]:
     """agents-ch6 §6.1: J vs mean return, the Monte Carlo gradient, and the surrogate under three shifts."""
     returns = episodes.episode_returns(1.0)
-    n = len(returns)
     se = float(standard_error(returns))
     result.check_close("mean return = exact J", float(returns.mean()), J, config.sigmas * se,
                        f"{config.sigmas:g} standard errors of the mean return, se = {se:.2g}")
@@ -100,7 +99,8 @@ def monte_carlo_rows(theta, exact, J, episodes: Episodes, config: Config, result
         gap, se = variance_gap(per_episode["0"], per_episode[label])
         gap = gap if label == "-J" else -gap
         result.check_range(f"per-episode variance: {claim} it (paired difference)", gap, low=config.sigmas * se,
-                           tolerance=f"> 0 by {config.sigmas:g} paired standard errors over the episodes, se = {se:.2g}")
+                           tolerance=f"> 0 by {config.sigmas:g} paired standard errors over the episodes, "
+                                     f"se = {se:.2g}")
     return rows, shift_rows
 
 

@@ -241,7 +241,7 @@ def draws_table(draws: dict[float, dict[str, np.ndarray]], config: Config, resul
 
 
 def check_tradeoff(rows: list[dict], draws: dict, config: Config, result: Result) -> None:
-    """Monte Carlo against enumeration, the book's Monte Carlo variances against enumeration, and the book's readings."""
+    """Monte Carlo against enumeration, the book's Monte Carlo variances against enumeration, the book's readings."""
     by = {(r["noise"], r["lambda"]): r for r in rows}
     for noise in config.noises:
         own = [r for r in rows if r["noise"] == noise]

@@ -211,7 +211,7 @@ def robustness_rows(config: Config, result: Result) -> list[dict]:
 
 
 def curves_figure(curves: dict[float, dict[str, np.ndarray]], shift: float):
-    """Mean success without and with the shift, and the sd over runs; curves: offset -> method -> [updates + 1, runs]."""
+    """Mean success without and with the shift, and the sd over runs; curves: offset -> method -> [updates+1, runs]."""
     fig, axes = new_figure(1, 3, figsize=(15, 4.2))
     for i, name in enumerate(curves[0.0]):
         for ax, offset in zip(axes[:2], (0.0, shift), strict=True):
