@@ -8,6 +8,7 @@ import torch
 from pglab.experiments import get_experiment
 from pglab.experiments.bandit_race import barycentric
 from pglab.trainers.bandit import committed_arm
+from test_experiments import quick_result
 
 
 def test_barycentric_maps_corners_and_uniform_to_the_centroid():
@@ -28,8 +29,9 @@ def test_rate_runs_below_seeds_is_a_value_error():
         get_experiment("bandit-race").run(quick=True, seeds=12, rate_runs=10)
 
 
+@pytest.mark.slow
 def test_quick_race_locks_runs_only_without_a_baseline():
-    result = get_experiment("bandit-race").run(quick=True)
+    result = quick_result("bandit-race")
     without, with_baseline = result.tables["race"]
     assert without["all runs: wrong rate"] > 0.2
     assert with_baseline["all runs: wrong rate"] == 0.0

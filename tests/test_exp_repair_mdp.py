@@ -3,16 +3,14 @@
 import pytest
 
 from pglab.cli import main
-from pglab.experiments import run_experiment
+from test_experiments import quick_result
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def result():
-    return run_experiment("repair-mdp-gradient", quick=True)
-
-
-def test_every_claim_holds(result):
-    assert result.checks and result.passed, [c for c in result.checks if not c.passed]
+    return quick_result("repair-mdp-gradient")
 
 
 def test_monte_carlo_gradient_and_surrogate_shift(result):

@@ -1,11 +1,11 @@
-"""bandit-training: the vectorised trainer against a plain per-seed loop, and the qualitative claim at reduced size."""
+"""bandit-training: the vectorised trainer against a plain per-run loop, and the qualitative claim at reduced size."""
 
 import pytest
 import torch
 
 from pglab.envs.bandit import GaussianBandit
-from pglab.experiments import get_experiment
 from pglab.trainers.bandit import BASELINES, replay_run, train_bandit
+from test_experiments import quick_result
 
 
 @pytest.mark.parametrize("baseline", BASELINES)
@@ -33,15 +33,16 @@ def test_unknown_baseline_is_a_value_error():
         train_bandit(GaussianBandit([0.0, 1.0]), "ema", 2, 2, 0.1, torch.Generator())
 
 
+@pytest.mark.slow
 def test_quick_run_shows_the_baseline_claim():
-    result = get_experiment("bandit-training").run(quick=True)
+    result = quick_result("bandit-training")
     m = result.metrics
     assert m["running: share ending on the best arm"] == 1.0
     assert m["value: share ending on the best arm"] == 1.0
     assert 0.05 <= 1.0 - m["none: share ending on the best arm"] <= 0.5
     assert m["none: mean J at step 400"] < m["running: mean J at step 400"] - 0.1
     rows = {(r["baseline"], r["quantity"]): r["ours"] for r in result.tables["training_summary"]}
-    assert rows[("none", "share of seeds with P(best) < 0.1")] > 0.05
+    assert rows[("none", "share of runs with P(best) < 0.1")] > 0.05
     band = {b: rows[(b, "90th pct of J at step 400")] - rows[(b, "10th pct of J at step 400")] for b in BASELINES}
     assert band["running"] < 0.1 < band["none"]
     assert "mean_J_with_band" in result.figures

@@ -1,18 +1,103 @@
-"""Standard errors for the statistics experiments report: of a mean, and of anything else by the bootstrap."""
+"""The statistics behind every claim: standard errors, paired and unpaired gaps, ratios, and book tolerances.
+
+Each function returns a number and its standard error (or a tolerance built from standard errors),
+so that a claim can state where its tolerance comes from. A utility: imports no pglab layer.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from pglab.result import Result
 
 
 def standard_error(x: torch.Tensor, dim: int = 0) -> torch.Tensor:
     """Standard error of the mean along ``dim``: sample std / sqrt(n); x [N, ...] -> [...]."""
     return x.std(dim) / math.sqrt(x.shape[dim])
+
+
+def binomial_se(rate: float, n: int) -> float:
+    """Standard error of a share ``rate`` measured on ``n`` independent trials: sqrt(rate (1 - rate) / n)."""
+    if n < 1 or not 0.0 <= rate <= 1.0:
+        raise ValueError(f"binomial_se needs 0 <= rate <= 1 and n >= 1, got rate={rate}, n={n}")
+    return math.sqrt(rate * (1.0 - rate) / n)
+
+
+def _squared_deviations(samples: torch.Tensor) -> torch.Tensor:
+    """|x_i - mean x|^2 per sample; samples [N, P] -> [N] (their mean is the total variance up to N / (N - 1))."""
+    return (samples - samples.mean(0)).pow(2).sum(-1)
+
+
+def variance_with_se(samples: torch.Tensor) -> tuple[float, float]:
+    """Total variance (trace of the covariance, N - 1 divisor) of samples [N, P] and its standard error.
+
+    The standard error is that of the mean of the per-sample squared deviations.
+    """
+    if samples.dim() != 2 or samples.shape[0] < 2:
+        raise ValueError(f"samples must be [N, P] with N >= 2, got shape {tuple(samples.shape)}")
+    deviations = _squared_deviations(samples)
+    n = samples.shape[0]
+    return float(deviations.sum() / (n - 1)), float(standard_error(deviations))
+
+
+def variance_gap(first: torch.Tensor, second: torch.Tensor) -> tuple[float, float]:
+    """Total variance of ``first`` minus that of ``second`` (paired samples [N, P], same draws) and its se."""
+    if first.shape[0] != second.shape[0]:
+        raise ValueError(f"paired samples need as many rows, got {first.shape[0]} and {second.shape[0]}")
+    gap = variance_with_se(first)[0] - variance_with_se(second)[0]
+    return gap, float(standard_error(_squared_deviations(first) - _squared_deviations(second)))
+
+
+def mean_gap(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """mean(a) - mean(b) of two independent samples [Na], [Nb] and its standard error."""
+    return float(a.mean() - b.mean()), math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
+
+
+def sd_ratio(big: np.ndarray, small: np.ndarray) -> tuple[float, float]:
+    """sd(big) / sd(small) of two independent samples [N] and its standard error.
+
+    Normal approximation: each sample sd has relative standard error 1 / sqrt(2 (N - 1)), so the
+    ratio has relative standard error 1 / sqrt(N - 1).
+    """
+    if len(big) < 2 or len(small) < 2:
+        raise ValueError(f"an sd needs at least 2 samples, got {len(big)} and {len(small)}")
+    ratio = float(big.std(ddof=1) / small.std(ddof=1))
+    return ratio, ratio * math.sqrt(0.5 / (len(big) - 1) + 0.5 / (len(small) - 1))
+
+
+def book_tolerance(se: float, sigmas: float, book_se: float | None = None) -> float:
+    """Half-width for |ours - book|: ``sigmas`` standard errors of the difference of two estimates.
+
+    ``book_se`` is the standard error of the book's number; left out, it is taken equal to ours
+    (the book measured the same quantity with as many runs), which gives sigmas * sqrt(2) * se.
+    """
+    book_se = se if book_se is None else book_se
+    return sigmas * math.sqrt(se * se + book_se * book_se)
+
+
+def half_unit(printed: str) -> float:
+    """Half a unit of the last digit of a number as the book prints it: "4.15" -> 0.005, "102" -> 0.5."""
+    exponent = Decimal(printed.strip().lstrip("+-")).as_tuple().exponent
+    if not isinstance(exponent, int):
+        raise ValueError(f"{printed!r} is not a printed number")
+    return 0.5 * 10.0 ** exponent
+
+
+def check_printed(result: Result, claim: str, ours: float | list[float], printed: str | tuple[str, ...]) -> bool:
+    """Record the claim that ``ours`` equals the book's printed number(s), each to half a unit of its last digit."""
+    printed = (printed,) if isinstance(printed, str) else tuple(printed)
+    values = [float(ours)] if isinstance(ours, (int, float)) else [float(v) for v in ours]
+    gaps = [abs(v - float(p)) for v, p in zip(values, printed, strict=True)]
+    return result.check(claim, max(gaps), all(g <= half_unit(p) for g, p in zip(gaps, printed)),
+                        f"{', '.join(printed)} (as printed)", "half a unit of the book's last printed digit: "
+                        + ", ".join(sorted({f"{half_unit(p):g}" for p in printed})))
 
 
 def bootstrap_se(statistic: Callable[[Any], float], samples: Any, resamples: int, rng: np.random.Generator) -> float:
@@ -22,3 +107,15 @@ def bootstrap_se(statistic: Callable[[Any], float], samples: Any, resamples: int
         raise ValueError(f"the bootstrap needs at least 2 samples and 2 resamples, got {n} and {resamples}")
     values = [statistic(samples[rng.integers(0, n, n)]) for _ in range(resamples)]
     return float(np.std(values, ddof=1))
+
+
+def bootstrap_counts(n: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """How often each of n samples is drawn in each bootstrap resample -> [resamples, n] (rows sum to n).
+
+    A statistic built from weighted means (a mean, a variance, a ratio of them) is then evaluated on
+    every resample at once: counts @ x / n is the resampled mean of x [n, ...].
+    """
+    if n < 2 or resamples < 2:
+        raise ValueError(f"the bootstrap needs at least 2 samples and 2 resamples, got {n} and {resamples}")
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=resamples)
+

@@ -6,20 +6,23 @@ replies with their probabilities, and beside the book's printed number where it 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from pglab.envs.tokenworld import A, B, TokenWorld, at_states
 from pglab.estimators import gae
-from pglab.plots import new_figure
+from pglab.plots import median_band, new_figure, outside_legend
 from pglab.result import Result
-from pglab.stats import standard_error
+from pglab.stats import check_printed, standard_error
 from pglab.threads import single_torch_thread
 
-BOOK_START = {"V(start)": 0.5443, "Q(s0, A)": 0.6826, "Q(s0, B)": 0.3370,
-              "A(s0, A)": 0.1382, "A(s0, B)": -0.2074}
+BOOK_START = {"V(start)": "0.5443", "Q(s0, A)": "0.6826", "Q(s0, B)": "0.3370",
+              "A(s0, A)": "0.1382", "A(s0, B)": "-0.2074"}
+"""llm-ch6 §6.8, as printed."""
 BOOK_EPISODE = {  # llm-ch6 §6.9, the episode ABABAA under a rough critic (exact V plus noise 0.15)
     "V": [0.850, 0.553, 0.417, 0.572, 0.227, 0.456],
     "delta": [-0.298, -0.136, 0.156, -0.345, 0.229, 0.544],
@@ -37,9 +40,11 @@ BOOK_TRADEOFF = {  # (critic noise, lambda) -> (bias^2, variance, total error), 
     (0.15, 0.4): (0.0405, 0.0063, 0.0468),
     (0.15, 1.0): (0.0292, 0.1304, 0.1596),
 }
-BOOK_BEST_LAMBDA = {0.0: 0.0, 0.05: 0.0, 0.15: 0.4}
-"""The book's best lambda per critic noise (6.10, reading 4)."""
-# The seed prints V to 3 decimals; GAE's coefficients on V sum to at most 2 in absolute value, so the
+BOOK_REPLIES = 100_000
+"""llm-ch6 §6.10 measures the trade-off on this many sampled replies."""
+BOOK_BEST_LAMBDA = {0.05: 0.0, 0.15: 0.4}
+"""The book's best lambda per noisy critic (6.10, reading 4)."""
+# The book prints V to 3 decimals; GAE's coefficients on V sum to at most 2 in absolute value, so the
 # rounding of its V column moves an advantage by at most 2 * 0.0005, plus 0.0005 for the printed output.
 BOOK_V_TOL = 0.0015
 WORLD = TokenWorld(length=6, need=4)
@@ -48,7 +53,7 @@ P_A = 0.6
 EXAMPLE, EXAMPLE_LAM = "ABABAA", 0.95
 """The book's one episode and the lambda of its GAE column."""
 FLOAT_ZERO = 1e-24
-"""bias^2 and variance below this are zero up to float64 rounding of numbers of order 1."""
+"""A variance below this is zero up to float64 rounding of numbers of order 1 (lambda 0: delta is fixed by (s, a))."""
 
 
 @dataclass
@@ -59,10 +64,16 @@ class Config:
     """GAE lambdas measured (gamma = 1)."""
     noises: tuple[float, ...] = (0.0, 0.05, 0.15)
     """Critics: exact V plus Gaussian noise of this sd, drawn once per state (the largest grades the episode)."""
+    noise_draws: int = 40
+    """Independent critic-noise draws per noise level behind the spread of bias^2 (by enumeration)."""
     sigmas: float = 4.0
     """Monte Carlo variances must match the enumeration within this many standard errors."""
+    book_sigmas: float = 3.0
+    """The book's Monte Carlo variances must match the enumeration within this many of their standard errors."""
     seed: int = 0
-    """Seed of the torch.Generator behind the critic noise and the sampled replies."""
+    """RNG seed of the torch.Generator behind the main critic noise and the sampled replies."""
+    draw_seed: int = 1
+    """RNG seed of the torch.Generator behind the extra critic-noise draws."""
 
     QUICK: ClassVar[dict] = {"episodes": 20_000}
 
@@ -112,9 +123,8 @@ def start_table(result: Result) -> list[dict]:
             "A(s0, A)": adv[0, 0, A], "A(s0, B)": adv[0, 0, B]}
     rows = []
     for name, value in ours.items():
-        rows.append({"quantity": name, "exact": float(value), "book": BOOK_START[name]})
-        result.check_close(f"exact {name} to 4 digits", float(value), BOOK_START[name], 5e-5,
-                           "half a unit of the book's 4th decimal")
+        rows.append({"quantity": name, "exact": float(value), "book": float(BOOK_START[name])})
+        check_printed(result, f"llm-ch6 §6.8: exact {name}", float(value), BOOK_START[name])
     return rows
 
 
@@ -134,32 +144,39 @@ def episode_table(critic: torch.Tensor, result: Result) -> list[dict]:
     lams = {"delta": 0.0, "GAE": EXAMPLE_LAM, "MC": 1.0}
     ours = {name: gae_along(critic[None], tokens, lam) for name, lam in lams.items()}
     book_v = torch.tensor(BOOK_EPISODE["V"], dtype=torch.float64)
-    from_seed = {name: gae(rewards, book_v, 1.0, lam)[0] for name, lam in lams.items()}
+    from_book = {name: gae(rewards, book_v, 1.0, lam)[0] for name, lam in lams.items()}
     book_key = {"delta": "delta", "GAE": "gae", "MC": "monte_carlo"}
     rows = []
     for t in range(WORLD.length):
         row = {"t": t, "state": f"({t}, {int(states[t])})", "token": EXAMPLE[t], "r": float(rewards[t]),
-               "V ours": float(ours["delta"][1][0, 0, t]), "V seed": BOOK_EPISODE["V"][t]}
+               "V ours": float(ours["delta"][1][0, 0, t]), "V book": BOOK_EPISODE["V"][t]}
         for name in lams:
             row.update({f"{name} ours": float(ours[name][0][0, 0, t]),
-                        f"{name} from seed V": float(from_seed[name][t]),
-                        f"{name} seed": BOOK_EPISODE[book_key[name]][t]})
-        row.update({"exact A": float(exact[t]), "exact A seed": BOOK_EPISODE["exact"][t]})
+                        f"{name} from book V": float(from_book[name][t]),
+                        f"{name} book": BOOK_EPISODE[book_key[name]][t]})
+        row.update({"exact A": float(exact[t]), "exact A book": BOOK_EPISODE["exact"][t]})
         rows.append(row)
     for name in lams:
-        gap = max(abs(r[f"{name} from seed V"] - r[f"{name} seed"]) for r in rows)
+        gap = max(abs(r[f"{name} from book V"] - r[f"{name} book"]) for r in rows)
         result.check(f"{EXAMPLE}: {name} (lambda {lams[name]:g}) from the book's V column = the printed one", gap,
                      gap <= BOOK_V_TOL, f"<= {BOOK_V_TOL}",
                      "V rounded to 3 decimals (coefficients on V sum to <= 2) plus the printed rounding")
-    gap = max(abs(r["exact A"] - r["exact A seed"]) for r in rows)
+    gap = max(abs(r["exact A"] - r["exact A book"]) for r in rows)
     result.check(f"{EXAMPLE}: exact advantages = the book's", gap, gap <= 5e-4, "<= 0.0005",
                  "half a unit of the book's 3rd decimal")
     return rows
 
 
+def split_errors(critics: torch.Tensor, tokens: torch.Tensor, weights: torch.Tensor, lam: float) -> list[tuple]:
+    """GAE(lam) under each critic [C, T, T + 1] on replies tokens [N, T] weighted by [N] -> (bias^2, variance,
+    squared deviation per reply [N]) per critic (see ``bias_variance``)."""
+    estimates, _ = gae_along(critics, tokens, lam)
+    keys, exact = pair_keys(tokens), WORLD.exact_advantages(P_A).flatten()
+    return [bias_variance(per_critic, keys, exact, weights) for per_critic in estimates]
+
+
 def tradeoff(critics: dict[float, torch.Tensor], config: Config, gen: torch.Generator) -> list[dict]:
     """bias^2 / variance / total for every critic and lambda, Monte Carlo and by enumeration -> rows."""
-    exact_adv = WORLD.exact_advantages(P_A).flatten()
     sampled = WORLD.sample(P_A, config.episodes, gen)
     everything = WORLD.all_replies()
     sets = {"": (sampled, torch.ones(len(sampled), dtype=torch.float64)),
@@ -168,80 +185,117 @@ def tradeoff(critics: dict[float, torch.Tensor], config: Config, gen: torch.Gene
     rows = {(noise, lam): {"critic": "exact V" if noise == 0 else f"V + noise {noise:g}", "noise": noise,
                            "lambda": lam} for noise in critics for lam in config.lambdas}
     for suffix, (tokens, weights) in sets.items():
-        keys = pair_keys(tokens)
         for lam in config.lambdas:
-            estimates, _ = gae_along(stacked, tokens, lam)
-            for noise, per_critic in zip(critics, estimates, strict=True):
-                bias2, var, sq_dev = bias_variance(per_critic, keys, exact_adv, weights)
+            for noise, (bias2, var, sq_dev) in zip(critics, split_errors(stacked, tokens, weights, lam), strict=True):
                 row = rows[(noise, lam)]
                 row.update({f"bias2{suffix}": bias2, f"variance{suffix}": var, f"total{suffix}": bias2 + var})
                 if not suffix:
                     row["variance se"] = float(standard_error(sq_dev))
     for key, row in rows.items():
-        seed = BOOK_TRADEOFF.get(key, ("", "", ""))
-        row.update({"seed bias2": seed[0], "book variance": seed[1], "book total": seed[2]})
+        book = BOOK_TRADEOFF.get(key, ("", "", ""))
+        row.update({"book bias2": book[0], "book variance": book[1], "book total": book[2]})
     return list(rows.values())
 
 
-def check_tradeoff(rows: list[dict], config: Config, result: Result) -> None:
-    """The book's four readings of the trade-off, plus Monte Carlo against enumeration."""
+def noise_draws(config: Config) -> dict[float, dict[str, np.ndarray]]:
+    """bias^2, variance and the best lambda by enumeration under ``noise_draws`` critics per noisy level.
+
+    -> noise -> {"bias2", "variance": [draws, lambdas], "best": [draws]} (lambdas in config order).
+    """
+    gen = torch.Generator().manual_seed(config.draw_seed)
+    everything = WORLD.all_replies()
+    weights = WORLD.reply_probs(P_A, everything)
+    noisy = [n for n in config.noises if n > 0]
+    critics = torch.stack([critic_table(n, gen) for n in noisy for _ in range(config.noise_draws)])
+    parts = np.array([[e[:2] for e in split_errors(critics, everything, weights, lam)] for lam in config.lambdas])
+    parts = parts.transpose(1, 0, 2).reshape(len(noisy), config.noise_draws, len(config.lambdas), 2)
+    lams = np.array(config.lambdas)
+    return {n: {"bias2": p[..., 0], "variance": p[..., 1], "best": lams[p.sum(-1).argmin(-1)]}
+            for n, p in zip(noisy, parts)}
+
+
+def draws_table(draws: dict[float, dict[str, np.ndarray]], config: Config, result: Result) -> list[dict]:
+    """The book's bias^2 (and critic-dependent variance) beside the range over noise draws, each claimed inside it."""
+    coverage = (config.noise_draws - 1) / (config.noise_draws + 1)
+    rows = []
+    for (noise, lam), (bias2, variance, _) in BOOK_TRADEOFF.items():
+        if noise not in draws or lam not in config.lambdas:
+            continue
+        column = config.lambdas.index(lam)
+        parts = [("bias2", bias2)] + ([("variance", variance)] if 0.0 < lam < 1.0 else [])
+        for part, book in parts:
+            values = draws[noise][part][:, column]
+            low, median, high = np.percentile(values, [0.0, 50.0, 100.0])
+            rows.append({"critic": f"V + noise {noise:g}", "lambda": lam, "quantity": part, "book": book,
+                         "min over draws": low, "median over draws": median, "max over draws": high})
+            result.check_range(f"llm-ch6 §6.10: {part} at noise {noise:g}, lambda {lam:g} (book {book}) inside the "
+                               f"range of {config.noise_draws} critic-noise draws", book, low, high,
+                               tolerance=f"the range of {config.noise_draws} draws holds a fresh draw with "
+                                         f"probability {config.noise_draws - 1}/{config.noise_draws + 1} = "
+                                         f"{coverage:.0%} (enumeration per draw)")
+    for noise, book_best in BOOK_BEST_LAMBDA.items():
+        if noise in draws and book_best in config.lambdas:
+            share = float((draws[noise]["best"] == book_best).mean())
+            result.metrics[f"share of draws with best lambda {book_best:g}, critic noise {noise:g}"] = share
+    return rows
+
+
+def check_tradeoff(rows: list[dict], draws: dict, config: Config, result: Result) -> None:
+    """Monte Carlo against enumeration, the book's Monte Carlo variances against enumeration, the book's readings."""
     by = {(r["noise"], r["lambda"]): r for r in rows}
-    exact0 = by.get((0.0, 0.0))
-    if exact0 is not None:
-        for part in ("bias2", "variance"):
-            for suffix, how in (("", "Monte Carlo"), (" exact", "enumeration")):
-                value = exact0[part + suffix]
-                result.check(f"exact critic, lambda 0: {part} is zero ({how})", value, value <= FLOAT_ZERO,
-                             f"<= {FLOAT_ZERO:g}", "float64 rounding; deterministic transitions make delta = A")
     for noise in config.noises:
-        row = by.get((noise, 1.0))
-        if row is not None:
-            result.check_close(f"lambda 1 variance, critic noise {noise:g} (Monte Carlo)", row["variance"],
-                               0.130, 0.005, f"issue's tolerance; Monte Carlo se = {row['variance se']:.2g}, "
-                               f"enumeration = {row['variance exact']:.4f}")
         own = [r for r in rows if r["noise"] == noise]
         excess = max(abs(r["variance"] - r["variance exact"]) / (config.sigmas * r["variance se"] + FLOAT_ZERO)
                      for r in own)
         result.check(f"critic noise {noise:g}: Monte Carlo variance = enumeration at every lambda", excess,
                      excess <= 1.0, "<= 1 (|MC - exact| / (sigmas * se))",
-                     f"{config.sigmas:g} standard errors of the mean squared deviation per reply")
+                     f"{config.sigmas:g} standard errors of the mean squared deviation per reply, plus {FLOAT_ZERO:g} "
+                     "for float64 rounding where the variance is zero")
         exact_var = [r["variance exact"] for r in sorted(own, key=lambda r: r["lambda"])]
         drop = max((a - b for a, b in zip(exact_var, exact_var[1:], strict=False)), default=0.0)
         result.check(f"critic noise {noise:g}: variance grows with lambda (enumeration)", drop, drop <= 1e-12,
-                     "largest decrease from one lambda to the next <= 1e-12", "float64 rounding")
-        best = min(own, key=lambda r: r["total exact"])["lambda"]
-        result.metrics[f"best lambda, critic noise {noise:g}"] = best
-        if noise in BOOK_BEST_LAMBDA and 0.0 in config.lambdas and 1.0 in config.lambdas:
-            book_best = BOOK_BEST_LAMBDA[noise]
-            result.check(f"critic noise {noise:g}: best lambda (enumeration; seed {book_best:g})", best,
-                         best == 0.0 if book_best == 0.0 else 0.0 < best < 1.0,
-                         "0" if book_best == 0.0 else "in (0, 1)", "exact enumeration" if book_best == 0.0
-                         else "exact enumeration; where inside (0, 1) depends on the noise draw")
-    at_one = [by[(n, 1.0)]["variance exact"] for n in config.noises if (n, 1.0) in by]
-    if len(at_one) > 1:
-        spread = max(at_one) - min(at_one)
-        result.check("lambda 1 variance is the same for every critic (enumeration)", spread, spread <= 1e-12,
-                     "<= 1e-12", "float64 rounding: the critic is only a baseline at lambda 1")
-    bias0 = [by[(n, 0.0)]["bias2 exact"] for n in sorted(config.noises) if (n, 0.0) in by]
-    step = min((b - a for a, b in zip(bias0, bias0[1:], strict=False)), default=0.0)
-    result.check("lambda 0 bias^2 grows with critic noise (enumeration)", step, step > 0,
-                 "smallest increase > 0", "exact enumeration")
+                     "largest decrease from one lambda to the next <= 1e-12", "float64 rounding of an exact sum")
+        result.metrics[f"best lambda, critic noise {noise:g}"] = min(own, key=lambda r: r["total exact"])["lambda"]
+    for lam in (0.95, 1.0):   # the critic only enters as a baseline at lambda 1; at 0.95 the book's critic is exact
+        row = by.get((0.0, lam))
+        if row is None:
+            continue
+        book = BOOK_TRADEOFF[(0.0, lam)][1]
+        se = row["variance se"] * math.sqrt(config.episodes / BOOK_REPLIES)
+        result.check_close(f"llm-ch6 §6.10: variance at lambda {lam:g}, exact critic (book {book}) vs enumeration",
+                           book, row["variance exact"], config.book_sigmas * se,
+                           f"{config.book_sigmas:g} se of the book's {BOOK_REPLIES:,}-reply estimate (our se "
+                           f"{row['variance se']:.2g} from {config.episodes:,} replies, scaled: {se:.2g})")
+    medians = [float(np.median(draws[n]["bias2"][:, config.lambdas.index(0.0)])) for n in sorted(draws)
+               if 0.0 in config.lambdas]
+    step = min((b - a for a, b in zip(medians, medians[1:], strict=False)), default=0.0)
+    result.check("lambda 0 bias^2 grows with critic noise (median over draws, enumeration)", step, step > 0,
+                 "smallest increase > 0", f"medians of {config.noise_draws} draws per noise level")
 
 
-def tradeoff_figure(rows: list[dict], noises: tuple[float, ...]):
-    fig, axes = new_figure(1, len(noises), figsize=(4.2 * len(noises), 3.8), sharey=True, squeeze=False)
+def tradeoff_figure(rows: list[dict], draws: dict[float, dict[str, np.ndarray]], config: Config):
+    """Per critic: bias^2, variance and total against lambda (exact lines, Monte Carlo points, the book's crosses);
+    for the noisy critics the median and interquartile band of bias^2 over the noise draws."""
+    noises = config.noises
+    fig, axes = new_figure(1, len(noises), figsize=(4.0 * len(noises) + 2.2, 3.9), sharey=True, squeeze=False)
+    parts = (("bias2", "C0", "bias^2"), ("variance", "C1", "variance"), ("total", "C2", "total"))
     for ax, noise in zip(axes[0], noises, strict=True):
         own = sorted((r for r in rows if r["noise"] == noise), key=lambda r: r["lambda"])
         lams = [r["lambda"] for r in own]
-        for part, color in (("bias2", "C0"), ("variance", "C1"), ("total", "C2")):
-            ax.plot(lams, [r[f"{part} exact"] for r in own], color=color, label=f"{part} (exact)")
-            ax.plot(lams, [r[part] for r in own], "o", color=color, ms=4, label=f"{part} (Monte Carlo)")
+        for part, color, name in parts:
+            ax.plot(lams, [r[f"{part} exact"] for r in own], color=color, label=f"{name}, exact (this critic)")
+            ax.plot(lams, [r[part] for r in own], "o", color=color, ms=4, label=f"{name}, Monte Carlo")
+            book = [(r["lambda"], r[f"book {part}"]) for r in own if r[f"book {part}"] != ""]
+            ax.plot([b[0] for b in book], [b[1] for b in book], "x", color=color, ms=7, mew=1.5,
+                    label=f"{name}, book")
+        if noise in draws:
+            median_band(ax, np.array(config.lambdas), draws[noise]["bias2"], "0.45",
+                        f"bias^2 over {config.noise_draws} noise draws: median, IQR", ls="--")
         ax.set_title(own[0]["critic"])
-        ax.set_xlabel("lambda")
+        ax.set_xlabel("GAE lambda")
     axes[0][0].set_ylabel("squared error against exact A(s, a)")
-    axes[0][0].legend(fontsize=7)
-    fig.suptitle("GAE in the token world: bias^2 + variance = total error")
-    fig.tight_layout()
+    outside_legend(axes[0][-1])
+    fig.suptitle(f"GAE in the token world, P(A) = {P_A:g}: bias^2 + variance = total error")
     return fig
 
 
@@ -250,7 +304,8 @@ def run(config: Config, result: Result) -> None:
         f"The {WORLD.length}-token world (reward 1 for at least {WORLD.need} A's) under P(A) = {P_A:g}: "
         "exact values, one episode graded by a rough critic, and GAE's squared error against the exact "
         f"advantage split into bias^2 and variance over {config.episodes:,} sampled replies, beside the same "
-        "split computed exactly by enumerating every reply. Critics are exact V plus noise drawn once per state.")
+        "split computed exactly by enumerating every reply. Critics are exact V plus noise drawn once per state; "
+        f"the book's bias^2 depends on its own noise draw, so it is compared with {config.noise_draws} draws of ours.")
     gen = torch.Generator().manual_seed(config.seed)
     critics = {noise: critic_table(noise, gen) for noise in config.noises}
     result.tables["start"] = start_table(result)
@@ -258,6 +313,8 @@ def run(config: Config, result: Result) -> None:
     result.tables["episode"] = episode_table(critics[max(config.noises)], result)
     with single_torch_thread():
         rows = tradeoff(critics, config, gen)
+        draws = noise_draws(config)
     result.tables["tradeoff"] = rows
-    check_tradeoff(rows, config, result)
-    result.figures["tradeoff"] = tradeoff_figure(rows, config.noises)
+    result.tables["noise_draws"] = draws_table(draws, config, result)
+    check_tradeoff(rows, draws, config, result)
+    result.figures["tradeoff"] = tradeoff_figure(rows, draws, config)

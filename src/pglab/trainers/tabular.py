@@ -15,6 +15,8 @@ import torch
 from pglab.envs.tabular import Episodes, frozen_lake
 from pglab.estimators import normalize, reinforce_loss
 
+NORMALIZE_EPS = 1e-8
+"""The eps of ``pglab.estimators.normalize``, which the per-group normalisation shares."""
 VARIANTS = ("return", "reward-to-go", "centred", "normalised", "learned baseline")
 """The race's weightings; 'exact baseline' (reward-to-go minus the exact V) is also accepted by step_weights."""
 
@@ -27,25 +29,37 @@ class RaceJob:
     seed: int
 
 
-def step_weights(batch: Episodes, variant: str, gamma: float, values: torch.Tensor | None = None) -> torch.Tensor:
+def step_weights(batch: Episodes, variant: str, gamma: float, values: torch.Tensor | None = None,
+                 groups: torch.Tensor | None = None) -> torch.Tensor:
     """What multiplies each step's score under a variant; batch of N steps -> weights [N].
 
-    ``values [S]`` is the state baseline of 'learned baseline' and 'exact baseline'.
+    ``values [S]`` is the state baseline of 'learned baseline' and 'exact baseline'. ``groups [N]``
+    (long, default: one group) splits the steps into independent batches: 'centred' and
+    'normalised' then use each batch's own mean and (population) sd.
     """
     rewards_to_go = batch.reward_to_go(gamma)
     if variant == "return":
         return batch.episode_returns(gamma)[batch.episode]
     if variant == "reward-to-go":
         return rewards_to_go
-    if variant == "centred":
-        return rewards_to_go - rewards_to_go.mean()
-    if variant == "normalised":
-        return normalize(rewards_to_go)
+    if variant in ("centred", "normalised"):
+        if groups is None:
+            return rewards_to_go - rewards_to_go.mean() if variant == "centred" else normalize(rewards_to_go)
+        mean, sd = group_moments(rewards_to_go, groups)
+        return rewards_to_go - mean if variant == "centred" else (rewards_to_go - mean) / (sd + NORMALIZE_EPS)
     if variant in ("learned baseline", "exact baseline"):
         if values is None:
             raise ValueError(f"variant {variant!r} needs the state values [S] to subtract")
         return rewards_to_go - values[batch.states]
     raise ValueError(f"unknown variant {variant!r}; pass one of {', '.join(VARIANTS + ('exact baseline',))}")
+
+
+def group_moments(x: torch.Tensor, groups: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and population sd of x within each group, read back at every element; x, groups [N] -> two [N]."""
+    count = torch.bincount(groups).to(x.dtype)
+    mean = torch.zeros_like(count).index_add_(0, groups, x) / count.clamp(min=1)
+    var = torch.zeros_like(count).index_add_(0, groups, (x - mean[groups]).pow(2)) / count.clamp(min=1)
+    return mean[groups], var.sqrt()[groups]
 
 
 def surrogate_loss(theta: torch.Tensor, batch: Episodes, weights: torch.Tensor, mode: str,
@@ -62,7 +76,7 @@ def ascent_direction(theta: torch.Tensor, batch: Episodes, weights: torch.Tensor
 
 
 def mean_entropy(theta: torch.Tensor) -> float:
-    """Policy entropy in nats, averaged over every state (terminal ones included, as in the seed)."""
+    """Policy entropy in nats, averaged over every state (terminal ones included, as in the book)."""
     logp = torch.log_softmax(theta, -1)
     return float(-(logp.exp() * logp).sum(-1).mean())
 

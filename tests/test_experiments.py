@@ -1,0 +1,50 @@
+"""Every experiment at QUICK size: all claims hold, each states its tolerance, the result has tables and figures."""
+
+import dataclasses
+import functools
+
+import pytest
+
+from pglab.experiments import experiment_names, get_experiment
+from pglab.threads import single_torch_thread
+
+NO_FIGURE = {"loo-enumeration", "repair-mdp-gradient"}
+"""Experiments whose results are tables only."""
+
+
+@functools.cache
+def quick_result(name: str):
+    """The experiment's Result at QUICK size, run once per test session (test_exp_* files share it)."""
+    with single_torch_thread():
+        return get_experiment(name).run(quick=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", experiment_names())
+def test_quick_run_holds_every_claim(name):
+    result = quick_result(name)
+    assert result.checks, "an experiment states at least one claim"
+    assert result.passed, [c for c in result.checks if not c.passed]
+    assert all(c.tolerance.strip() for c in result.checks), [c.claim for c in result.checks if not c.tolerance.strip()]
+    assert result.tables and all(result.tables.values())
+    assert bool(result.figures) == (name not in NO_FIGURE)
+
+
+@pytest.mark.parametrize("name", experiment_names())
+def test_seed_settings_are_validated(name):
+    experiment = get_experiment(name)
+    fields = {f.name for f in dataclasses.fields(experiment.config_cls)}
+    if "seeds" not in fields:
+        return
+    assert "first_seed" in fields and hasattr(experiment.config_cls, "MIN_SEEDS")
+    with pytest.raises(ValueError, match="--seeds >="):
+        experiment.config(seeds=experiment.config_cls.MIN_SEEDS - 1)
+    with pytest.raises(ValueError, match="--first-seed"):
+        experiment.config(first_seed=-1)
+
+
+def test_sd_over_runs_refuses_one_run():
+    with pytest.raises(ValueError, match="--seeds >= 2"):
+        get_experiment("tokenworld-training").config(seeds=1)
+    with pytest.raises(ValueError, match="--seeds >= 1"):
+        get_experiment("bandit-race").config(seeds=0)

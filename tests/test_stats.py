@@ -1,0 +1,124 @@
+"""pglab.stats: closed forms, and simulations that land within bounds derived from the standard errors."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from pglab.stats import (
+    binomial_se,
+    book_tolerance,
+    bootstrap_counts,
+    bootstrap_se,
+    half_unit,
+    mean_gap,
+    sd_ratio,
+    standard_error,
+    variance_gap,
+    variance_with_se,
+)
+
+REPEATS = 400
+"""Simulated repetitions behind each calibration test: the sd of their estimates has relative se 1/sqrt(798) = 3.5%."""
+
+
+def spread_of(estimates: list[float]) -> float:
+    return float(np.std(estimates, ddof=1))
+
+
+def test_standard_error_of_a_mean_closed_form():
+    x = torch.tensor([[1.0, 2.0], [3.0, 6.0]], dtype=torch.float64)
+    expected = torch.tensor([math.sqrt(2) / math.sqrt(2), math.sqrt(8) / math.sqrt(2)], dtype=torch.float64)
+    torch.testing.assert_close(standard_error(x), expected)
+
+
+def test_binomial_se_closed_form_and_bad_input():
+    assert binomial_se(0.25, 12) == pytest.approx(math.sqrt(0.25 * 0.75 / 12))
+    assert binomial_se(0.0, 5) == 0.0
+    with pytest.raises(ValueError, match="0 <= rate <= 1"):
+        binomial_se(1.5, 10)
+
+
+def test_binomial_se_matches_the_spread_of_simulated_shares():
+    rng = np.random.default_rng(0)
+    shares = rng.binomial(200, 0.3, size=REPEATS) / 200
+    assert spread_of(list(shares)) == pytest.approx(binomial_se(0.3, 200), rel=4 * 0.035)
+
+
+def test_variance_with_se_closed_form():
+    samples = torch.tensor([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0], [2.0, 2.0]], dtype=torch.float64)
+    var, se = variance_with_se(samples)
+    assert var == pytest.approx(4 * 2 / 3)  # |x - (1, 1)|^2 = 2 for every sample; N - 1 = 3
+    assert se == 0.0                         # every squared deviation is the same
+    with pytest.raises(ValueError, match="N >= 2"):
+        variance_with_se(samples[:1])
+
+
+def test_variance_with_se_is_calibrated():
+    """Over repetitions, the variance estimates scatter around the truth by about their own se."""
+    gen = torch.Generator().manual_seed(1)
+    truth, estimates, ses = 3.0 * 1.5**2, [], []
+    for _ in range(REPEATS):
+        var, se = variance_with_se(1.5 * torch.randn(500, 3, generator=gen, dtype=torch.float64))
+        estimates.append(var)
+        ses.append(se)
+    assert abs(np.mean(estimates) - truth) <= 4 * spread_of(estimates) / math.sqrt(REPEATS)
+    assert spread_of(estimates) == pytest.approx(np.mean(ses), rel=4 * 0.035)
+
+
+def test_variance_gap_is_paired():
+    """The same draws scaled by 2: the gap is 3 times the variance, known far better than two independent ones."""
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(1000, 4, generator=gen, dtype=torch.float64)
+    gap, se = variance_gap(2 * x, x)
+    assert gap == pytest.approx(3 * variance_with_se(x)[0])
+    assert se == pytest.approx(3 * variance_with_se(x)[1])
+    with pytest.raises(ValueError, match="as many rows"):
+        variance_gap(x, x[:10])
+
+
+def test_mean_gap_and_sd_ratio_are_calibrated():
+    rng = np.random.default_rng(3)
+    gaps, gap_ses, ratios, ratio_ses = [], [], [], []
+    for _ in range(REPEATS):
+        a, b = rng.normal(1.0, 2.0, 100), rng.normal(0.0, 1.0, 100)
+        gap, se = mean_gap(a, b)
+        gaps.append(gap)
+        gap_ses.append(se)
+        ratio, se = sd_ratio(a, b)
+        ratios.append(ratio)
+        ratio_ses.append(se)
+    assert abs(np.mean(gaps) - 1.0) <= 4 * spread_of(gaps) / math.sqrt(REPEATS)
+    assert spread_of(gaps) == pytest.approx(np.mean(gap_ses), rel=4 * 0.035)
+    assert abs(np.mean(ratios) - 2.0) <= 4 * spread_of(ratios) / math.sqrt(REPEATS) + 0.02  # + the O(1/N) bias
+    assert spread_of(ratios) == pytest.approx(np.mean(ratio_ses), rel=4 * 0.035 + 0.05)   # normal approximation
+    with pytest.raises(ValueError, match="at least 2"):
+        sd_ratio(np.ones(1), np.ones(5))
+
+
+def test_book_tolerance():
+    assert book_tolerance(0.1, 3.0) == pytest.approx(3 * math.sqrt(2) * 0.1)
+    assert book_tolerance(0.3, 2.0, book_se=0.4) == pytest.approx(2 * 0.5)
+    assert book_tolerance(0.3, 2.0, book_se=0.0) == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("printed, half", [("4.15", 0.005), ("102", 0.5), ("0.0018", 0.00005), ("-0.2074", 0.00005),
+                                           ("6.5", 0.05), ("1e-3", 0.0005)])
+def test_half_unit_of_the_last_printed_digit(printed, half):
+    assert half_unit(printed) == pytest.approx(half)
+
+
+def test_bootstrap_se_of_a_mean_matches_the_standard_error():
+    x = np.random.default_rng(4).normal(size=400)
+    se = bootstrap_se(np.mean, x, 2000, np.random.default_rng(5))
+    assert se == pytest.approx(x.std(ddof=1) / 20, rel=0.1)  # bootstrap noise: 1/sqrt(2 * 2000) plus (n-1)/n
+
+
+def test_bootstrap_counts_resample_like_bootstrap_se():
+    counts = bootstrap_counts(400, 2000, np.random.default_rng(6))
+    assert counts.shape == (2000, 400) and (counts.sum(1) == 400).all()
+    x = np.random.default_rng(4).normal(size=400)
+    assert np.std(counts @ x / 400, ddof=1) == pytest.approx(x.std(ddof=1) / 20, rel=0.1)
+    with pytest.raises(ValueError, match="at least 2"):
+        bootstrap_counts(1, 10, np.random.default_rng(0))
