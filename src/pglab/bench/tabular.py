@@ -80,7 +80,7 @@ def run(quick: bool = False) -> Result:
          "episodes/s": rates["lockstep_eps_per_s"], "steps per episode": rates["lockstep_steps_per_episode"]},
     ]
     result.check_range("lockstep sampler / gymnasium, episodes per second", ratio, low=100.0,
-                       tolerance="issue 3: at least 100 times; both measured in this run")
+                       tolerance="speed target: at least 100 times; both measured in this run")
 
     race = get_experiment("frozenlake-race")
     config = race.config(quick=quick, backend="process")
@@ -92,6 +92,6 @@ def run(quick: bool = False) -> Result:
                               "claims held": race_result.passed}]
     if not quick:
         result.check_range("frozenlake-race at full size, backend process (s)", race_s, high=300.0,
-                           tolerance="issue 3: under 5 minutes on 2 cores")
+                           tolerance="speed target: under 5 minutes on 2 cores")
     result.metrics.update({**rates, "ratio": ratio, "race_s": race_s})
     return result

@@ -1,6 +1,6 @@
 """bandit-lab: the course chapter's bandit lab: the variance valley, exercises 7.4 and 7.9, and the c = 15 race.
 
-course-ch7 §7.10 (the lab's variance plot), exercise 7.4 (an action-dependent "baseline" is biased),
+course-ch7 exercise 7.10 (the lab's variance plot), exercise 7.4 (an action-dependent "baseline" is biased),
 exercise 7.9 (spreads and the policy near a corner) and exercise 7.9.5 (the race at c = 15 from
 near the arm-2 corner). The "spread" of an estimate is its total variance: the trace of the
 covariance of one single-pull estimate (r - b)(e_a - pi). Exact numbers come from the closed forms
@@ -24,7 +24,7 @@ from pglab.stats import standard_error
 from pglab.trainers.bandit import committed_arm, train_bandit
 
 BOOK_VALLEY = {"minimum": 1.185, "at b = 0": 102.6, "b at the minimum": 12.33}
-"""course-ch7 §7.10, rewards 1, 2, 4 + 10 with noise 1: minimum 1.185 at b = J = 12.33, and 102.6 at b = 0."""
+"""course-ch7 exercise 7.10, rewards 1, 2, 4 + 10 with noise 1: minimum 1.185 at b = J = 12.33, and 102.6 at b = 0."""
 BOOK_EX74 = {"expected": (-2 / 3, -1 / 3, 1.0), "bias": (-2 / 9, -2 / 9, 4 / 9)}
 """Exercise 7.4.3: b(a) = (2, 2, 0) at the uniform policy, noiseless rewards 1, 2, 4."""
 BOOK_EX79 = {"spread at b = 10": 39.7, "J": 1.4, "grad J": (-0.32, 0.06, 0.26), "|grad J|": 0.42, "b*": 2.72}
@@ -219,8 +219,8 @@ def demo_race_wrong(config: Config, result: Result) -> list[dict]:
         if baseline == "none":
             result.check_range(f"demo race (c = {config.demo_offset:g}): no baseline: expected wrong of {k}", k * rate,
                                3 - config.sigmas * se, 6 + config.sigmas * se,
-                               f"the issue's 3-6 of {k}, widened by {config.sigmas:g} binomial se of {k} x the rate "
-                               f"over {n} runs (se = {se:.2g})")
+                               f"the target band 3-6 of {k} (the book's demo: 3-5), widened by {config.sigmas:g} "
+                               f"binomial se of {k} x the rate over {n} runs (se = {se:.2g})")
         else:
             p_any = 1 - (1 - rate) ** k
             result.check_range(f"demo race (c = {config.demo_offset:g}): baseline: P(any of {k} wrong)", p_any,

@@ -1,6 +1,6 @@
 """REINFORCE on gymnasium's CartPole-v1 through its vector-env API, with three weightings of the score.
 
-Weightings (course-ch7 §7.10): ``"return"`` weighs every action of an episode by the whole
+Weightings (course-ch7 exercise 7.10): ``"return"`` weighs every action of an episode by the whole
 discounted return G_0; ``"reward_to_go"`` by G_t; ``"advantage"`` by G_t - V(s_t) with a small
 learned value network. Every update collects one complete episode from each of the ``envs``
 environments of a vector env (an environment that has finished waits, masked, for the others),
