@@ -104,6 +104,9 @@ def run(config: Config, result: Result) -> None:
         "uniformly, then submit) and oracle (read, the right op, test, submit; told the family). Pass rate = "
         "submitted and every hidden test passes. `exact_pass_rate` is the expectation computed by dynamic "
         "programming over the episode with the same ops and grader.")
+    sandbox = grader.sandbox.describe()
+    result.tables["sandbox"] = [{"isolation": sandbox["isolation"], "landlock ABI": sandbox["landlock_abi"],
+                                 "root": sandbox["root"], "not applied": "; ".join(sandbox["not_applied"]) or "-"}]
     rows = []
     for k, kind in enumerate(KINDS):
         policy = scripted_policy(kind, config.seed + k)
