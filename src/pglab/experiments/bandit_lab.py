@@ -243,7 +243,6 @@ def valley_figure(bandit: GaussianBandit, rows: list[dict], value: float, b_star
     ax.set_ylabel("spread: total variance of one estimate")
     ax.set_title(f"The variance valley: means {tuple(bandit.means.tolist())}, noise {bandit.sd:g}, uniform policy")
     ax.legend(loc="lower left")
-    fig.tight_layout()
     return fig
 
 
@@ -257,7 +256,6 @@ def race_figure(shares: dict[str, torch.Tensor], config: Config):
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(f"Race at c = {config.race_offset:g} from pi = {config.race_start}, {config.race_runs} runs each")
     ax.legend(loc="center right")
-    fig.tight_layout()
     return fig
 
 

@@ -83,7 +83,6 @@ def curves_figure(curves: dict[str, np.ndarray], envs: int, limit: int):
     ax.set_ylim(0, limit * 1.08)
     ax.set_title(f"REINFORCE on CartPole-v1, {next(iter(curves.values())).shape[0]} seeds per weighting")
     ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
     return fig
 
 
