@@ -211,6 +211,12 @@ def length_chunks(lengths: torch.Tensor, chunk_tokens: int = CHUNK_TOKENS) -> li
     return chunks
 
 
+def token_log_probs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Logits [B, T, V] of a forward pass on ids [B, T] -> log pi(ids[:, t] | ids[:, :t]) [B, T], 0 at t = 0."""
+    logp = F.log_softmax(logits[:, :-1].float(), dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
+    return F.pad(logp, (1, 0))
+
+
 def sequence_log_probs(model: TinyAgent, batch: TokenBatch | torch.Tensor,
                        chunk_tokens: int = CHUNK_TOKENS) -> torch.Tensor:
     """log pi(ids[:, t] | ids[:, :t]) for a TokenBatch or ids [B, T] -> [B, T], 0 at t = 0 (differentiable).
@@ -220,9 +226,7 @@ def sequence_log_probs(model: TinyAgent, batch: TokenBatch | torch.Tensor,
     """
     ids = batch.ids if isinstance(batch, TokenBatch) else batch
     if not isinstance(batch, TokenBatch) or ids.shape[0] == 1:
-        logits = model(ids)                                                      # [B, T, V]
-        logp = F.log_softmax(logits[:, :-1].float(), dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
-        return F.pad(logp, (1, 0))
+        return token_log_probs(model(ids), ids)
     lengths = batch.attention_mask.sum(-1)
     chunks = length_chunks(lengths, chunk_tokens)
     width = ids.shape[1]
@@ -263,6 +267,6 @@ def render_episode(info: dict[str, Any], reward: float) -> str:
 
 __all__ = [
     "CHUNK_TOKENS", "MAX_CALL_TOKENS", "MAX_OBS_TOKENS", "call_name", "collate", "encode_episode", "length_chunks",
-    "prompt_tokens", "render_episode", "rollout_batch", "rollout_stats", "sequence_log_probs", "tool_tokens",
-    "torch_threads",
+    "prompt_tokens", "render_episode", "rollout_batch", "rollout_stats", "sequence_log_probs", "token_log_probs",
+    "tool_tokens", "torch_threads",
 ]

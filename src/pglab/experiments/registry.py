@@ -40,6 +40,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                                    "+5 shift (llm-ch6 §6.10)"),
     "bugfix-scripted": ("bugfix_scripted", "scripted random, blind and oracle play on BugFixEnv, measured and exact "
                                            "(agents-ch6 §6.2)"),
+    "tinyagent-masking": ("tinyagent_masking", "which positions the REINFORCE loss reaches: logit and embedding "
+                                               "gradients by owner (agents-ch6 §6.3)"),
+    "tinyagent-baselines": ("tinyagent_baselines", "total variance of TinyAgent's estimator over 240 episodes for "
+                                                   "constant and per-task baselines (agents-ch6 §6.4)"),
 }
 """name -> (module in pglab.experiments, one-line summary)."""
 
