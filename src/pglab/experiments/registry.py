@@ -44,6 +44,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                                "gradients by owner (agents-ch6 §6.3)"),
     "tinyagent-baselines": ("tinyagent_baselines", "total variance of TinyAgent's estimator over 240 episodes for "
                                                    "constant and per-task baselines (agents-ch6 §6.4)"),
+    "tinyagent-reward-to-go": ("tinyagent_reward_to_go", "reward-to-go against the total return under a cost per "
+                                                         "call: variance on TinyAgent (agents-ch6 §6.5)"),
 }
 """name -> (module in pglab.experiments, one-line summary)."""
 
