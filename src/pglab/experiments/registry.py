@@ -46,6 +46,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                                    "constant and per-task baselines (agents-ch6 §6.4)"),
     "tinyagent-reward-to-go": ("tinyagent_reward_to_go", "reward-to-go against the total return under a cost per "
                                                          "call: variance on TinyAgent (agents-ch6 §6.5)"),
+    "aggregation": ("aggregation", "per-token weights of the four loss aggregation modes vs their closed forms, on "
+                                   "TinyAgent's probe batch (agents-ch6 §6.6)"),
 }
 """name -> (module in pglab.experiments, one-line summary)."""
 
