@@ -48,6 +48,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                                          "call: variance on TinyAgent (agents-ch6 §6.5)"),
     "aggregation": ("aggregation", "per-token weights of the four loss aggregation modes vs their closed forms, on "
                                    "TinyAgent's probe batch (agents-ch6 §6.6)"),
+    "design-problems": ("design_problems", "gradient noise vs batch size, the detach bug, the zero-advantage Adam step "
+                                           "(agents-ch6 §6.8)"),
 }
 """name -> (module in pglab.experiments, one-line summary)."""
 
