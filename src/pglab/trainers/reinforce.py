@@ -303,6 +303,54 @@ def every(history: Sequence[dict], evals: Sequence[dict], period: int) -> list[d
              "grad_norm": r["grad_norm"]} for r in history if r["step"] % period == 0]
 
 
+SPLITS = ("train", "heldout")
+
+
+def train_from_base(seed: int, *, steps: int = 80, batch_size: int = 64, eval_every: int = 10,
+                    eval_per_task: int = 8, stats_per_task: int = 16, out: str | Path | None = None,
+                    resume: bool = False, progress: bool = True,
+                    echo: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
+    """agents-ch6 §6.7 for one seed: tokenizer, base agent (cached), REINFORCE from a copy, both splits measured.
+
+    Returns dict(tokenizer, base, model, before and after ({split: TokenBatch of ``stats_per_task``
+    episodes per task, sampled with the same seed}), run (``train_reinforce``'s dict), seconds).
+    """
+    started = time.perf_counter()
+    tasks = {"train": make_tasks("train"), "heldout": make_tasks("heldout")}
+    with torch_threads(1):
+        tokenizer = build_tokenizer(make_tasks("all"))
+        base = make_base_agent(tokenizer, seed=seed)
+        echo(f"tokenizer: {tokenizer.vocab_size} words | base agent: {base.num_parameters():,} parameters "
+             f"({time.perf_counter() - started:.1f} s)")
+        before = {name: sample_episodes(base, tokenizer, tasks[name], stats_per_task, 7) for name in SPLITS}
+    for name, batch in before.items():
+        echo(f"base agent, {name:<8} " + " | ".join(f"{k} {v:.3f}" for k, v in rollout_stats(batch).items()))
+    model = copy.deepcopy(base)
+    run = train_reinforce(model, tokenizer, tasks["train"], tasks["heldout"], steps=steps, batch_size=batch_size,
+                          eval_every=eval_every, eval_per_task=eval_per_task, seed=seed, out=out, resume=resume,
+                          baseline_init=rollout_stats(before["train"])["pass_rate"], progress=progress)
+    with torch_threads(1):
+        after = {name: sample_episodes(model, tokenizer, tasks[name], stats_per_task, 7) for name in SPLITS}
+    return {"tokenizer": tokenizer, "base": base, "model": model, "before": before, "after": after, "run": run,
+            "seconds": time.perf_counter() - started}
+
+
+def before_after_rows(trained: dict[str, Any]) -> list[dict[str, Any]]:
+    """The before/after table: rollout_stats of the base and the trained agent on both splits."""
+    return [{"agent": agent, "split": name, **rollout_stats(trained[key][name])}
+            for name in SPLITS for agent, key in (("base", "before"), ("REINFORCE", "after"))]
+
+
+def behaviour_rows(trained: dict[str, Any]) -> tuple[list[dict], list[dict]]:
+    """The behaviour table (read rate, edits, right first edit) and the top call sequences, per split."""
+    table, top = [], []
+    for name in SPLITS:
+        found = behaviour(trained["after"][name], make_tasks(name))
+        table.append({"split": name, **{k: v for k, v in found.items() if k != "top_sequences"}})
+        top += [{"split": name, "count": count, "calls": calls} for calls, count in found["top_sequences"]]
+    return table, top
+
+
 DEMO = {"steps": 80, "batch_size": 64, "eval_every": 10, "eval_per_task": 8, "stats_per_task": 16}
 """The demo's size (agents-ch6 §6.7): 80 steps of 64 episodes, held-out pass every 10 steps, 16 episodes per task
 for the before/after table."""
@@ -327,47 +375,20 @@ def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = 
     out.mkdir(parents=True, exist_ok=True)
     (out / "demo.json").write_text(json.dumps({"seed": seed, "quick": quick}))
     size = DEMO_QUICK if quick else DEMO
-    splits = {"train": make_tasks("train"), "heldout": make_tasks("heldout")}
     result = Result("demo", {"seed": seed, "quick": quick, **size}, provenance=provenance())
     result.summary = (
         "TinyAgent, behaviour-cloned on scripted random and blind play, learns by REINFORCE (reward minus an EMA "
         "baseline, token_mean, Adam 2e-3) to repair buggy functions through tool calls in BugFixEnv "
         f"(agents-ch6 §6.2, §6.7): {size['steps']} steps of {size['batch_size']} episodes, seed {seed}.")
-    started = time.perf_counter()
-    with torch_threads(1):
-        tokenizer = build_tokenizer(make_tasks("all"))
-        base = make_base_agent(tokenizer, seed=seed)
-        echo(f"tokenizer: {tokenizer.vocab_size} words | base agent: {base.num_parameters():,} parameters "
-             f"({time.perf_counter() - started:.1f} s)")
-
-        def measure(model: TinyAgent) -> dict[str, dict]:
-            per = size["stats_per_task"]
-            return {name: sample_episodes(model, tokenizer, tasks, per, 7) for name, tasks in splits.items()}
-
-        before = measure(base)
-        for name, batch in before.items():
-            echo(f"base agent, {name:<8} " + " | ".join(f"{k} {v:.3f}" for k, v in rollout_stats(batch).items()))
-        levels = {name: scripted_levels(tasks) for name, tasks in splits.items()}
-    model = copy.deepcopy(base)
-    run = train_reinforce(model, tokenizer, splits["train"], splits["heldout"], steps=size["steps"],
-                          batch_size=size["batch_size"], eval_every=size["eval_every"],
-                          eval_per_task=size["eval_per_task"], seed=seed, out=out, resume=resume,
-                          baseline_init=rollout_stats(before["train"])["pass_rate"])
-    with torch_threads(1):
-        after = measure(model)
-    model.save_pretrained(out / "agent")
-    tokenizer.save(out / "agent" / "tokenizer.json")
-
-    result.tables["before_after"] = [
-        {"agent": agent, "split": name, **rollout_stats(batches[name])}
-        for name in splits for agent, batches in (("base", before), ("REINFORCE", after))]
+    trained = train_from_base(seed, **size, out=out, resume=resume, echo=echo)
+    trained["model"].save_pretrained(out / "agent")
+    trained["tokenizer"].save(out / "agent" / "tokenizer.json")
+    levels = {name: scripted_levels(make_tasks(name)) for name in SPLITS}
+    run = trained["run"]
+    result.tables["before_after"] = before_after_rows(trained)
     result.tables["training"] = every(run["history"], run["evals"], size["eval_every"])
-    result.tables["behaviour"] = [{"split": name, **{k: v for k, v in behaviour(after[name], tasks).items()
-                                                     if k != "top_sequences"}} for name, tasks in splits.items()]
-    result.tables["top_call_sequences"] = [
-        {"split": name, "count": count, "calls": calls}
-        for name, tasks in splits.items() for calls, count in behaviour(after[name], tasks)["top_sequences"]]
-    result.tables["sample_episodes"] = sample_transcripts(after["train"])
+    result.tables["behaviour"], result.tables["top_call_sequences"] = behaviour_rows(trained)
+    result.tables["sample_episodes"] = sample_transcripts(trained["after"]["train"])
     result.tables["reference_levels"] = [{"split": name, "scripted random": lv["random"], "scripted blind": lv["blind"]}
                                          for name, lv in levels.items()]
     for row in result.tables["before_after"]:
@@ -375,7 +396,7 @@ def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = 
         result.metrics.update({f"{key}_{row['split']}_pass_rate": row["pass_rate"],
                                f"{key}_{row['split']}_valid_calls": row["valid_calls"]})
     result.metrics.update({"steps": len(run["history"]), "train_seconds": run["seconds"],
-                           "total_seconds": time.perf_counter() - started, "resumed_from": run["resumed_from"]})
+                           "total_seconds": trained["seconds"], "resumed_from": run["resumed_from"]})
     fig, ax = new_figure(figsize=(7, 4))
     learning_curve(ax, run["history"], run["evals"], {"base agent (train)": result.metrics["base_train_pass_rate"],
                                                       "scripted blind (train)": levels["train"]["blind"]})
