@@ -50,6 +50,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                    "TinyAgent's probe batch (agents-ch6 §6.6)"),
     "design-problems": ("design_problems", "gradient noise vs batch size, the detach bug, the zero-advantage Adam step "
                                            "(agents-ch6 §6.8)"),
+    "tinyagent-reinforce": ("tinyagent_reinforce", "80 REINFORCE steps x 64 episodes from the base agent over 3 seeds: "
+                                                   "before/after, curves, behaviour (agents-ch6 §6.7)"),
 }
 """name -> (module in pglab.experiments, one-line summary)."""
 
