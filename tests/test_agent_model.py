@@ -53,8 +53,10 @@ def test_kv_cache_matches_recompute_on_ragged_rows(model):
         cache.keep(torch.tensor([1]))
         out = model(ids[1:2, 12:13], cache)
         assert torch.allclose(out[0, 0], full[1, 12], atol=1e-5)
-        with pytest.raises(ValueError, match="KVCache"):
-            model(torch.zeros(1, 60, dtype=torch.long), cache)
+        model(torch.zeros(1, 60, dtype=torch.long), cache)                    # the cache grows past 64
+        assert cache.size >= 73 and cache.length.tolist() == [73]
+        with pytest.raises(ValueError, match="block_size"):
+            model(torch.zeros(1, model.config.block_size, dtype=torch.long), cache)
 
 
 def test_save_and_load(model, tmp_path):

@@ -89,9 +89,9 @@ def collate(sequences: Sequence[tuple[list[int], list[int]]], rewards: Sequence[
 class _Prefixes:
     """Next-token logits of growing sequences, with a KV cache or (the reference) by recomputing every prefix."""
 
-    def __init__(self, model: TinyAgent, sequences: list[list[int]], size: int, use_cache: bool, pad_id: int):
+    def __init__(self, model: TinyAgent, sequences: list[list[int]], use_cache: bool, pad_id: int):
         self.model, self.sequences, self.pad_id = model, sequences, pad_id
-        self.cache = KVCache(model.config, len(sequences), size) if use_cache else None
+        self.cache = KVCache(model.config, len(sequences)) if use_cache else None
         self.rows = list(range(len(sequences)))          # episode held by each cache row
 
     def _padded(self, chunks: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -151,7 +151,7 @@ def rollout_batch(model: TinyAgent, envs: Sequence[BugFixEnv], tokenizer: Tokeni
     if longest > model.config.block_size:
         raise ValueError(f"episodes may reach {longest} tokens but block_size is {model.config.block_size}; "
                          "lower max_obs_tokens or max_call_tokens, or build a TinyAgent with a larger block_size")
-    prefixes = _Prefixes(model, sequences, longest + max_obs_tokens + 3, use_cache, tokenizer.pad_id)
+    prefixes = _Prefixes(model, sequences, use_cache, tokenizer.pad_id)
     infos: list[dict[str, Any]] = [{} for _ in range(n)]
     answers: list[list[str]] = [[] for _ in range(n)]
     rewards = [0.0] * n

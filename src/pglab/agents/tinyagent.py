@@ -41,23 +41,35 @@ class TinyConfig:
 
 
 class KVCache:
-    """Keys and values of every layer for B rows: k[layer], v[layer] [B, S, H, hd]; ``length`` [B] tokens held."""
+    """Keys and values of every layer for B rows: k[layer], v[layer] [B, H, S, hd]; ``length`` [B] tokens held.
 
-    def __init__(self, config: TinyConfig, batch: int, size: int, dtype: torch.dtype = torch.float32):
-        shape = (batch, size, config.n_head, config.n_embd // config.n_head)
+    The position axis S grows on demand (by doubling); positions past a row's length hold zeros or
+    stale padding, never read because attention is causal in position.
+    """
+
+    def __init__(self, config: TinyConfig, batch: int, size: int = 64, dtype: torch.dtype = torch.float32):
+        shape = (batch, config.n_head, size, config.n_embd // config.n_head)
         self.k = [torch.zeros(shape, dtype=dtype) for _ in range(config.n_layer)]
         self.v = [torch.zeros(shape, dtype=dtype) for _ in range(config.n_layer)]
         self.length = torch.zeros(batch, dtype=torch.long)
 
     @property
     def size(self) -> int:
-        return self.k[0].shape[1]
+        return self.k[0].shape[2]
+
+    def reserve(self, size: int) -> None:
+        """Make room for at least ``size`` positions."""
+        if size > self.size:
+            grow = max(size, 2 * self.size) - self.size
+            pad = lambda t: torch.cat([t, t.new_zeros(*t.shape[:2], grow, t.shape[3])], dim=2)  # noqa: E731
+            self.k, self.v = [pad(k) for k in self.k], [pad(v) for v in self.v]
 
     def keep(self, rows: torch.Tensor) -> None:
         """Drop every row not in ``rows`` (long [n]), in place: finished episodes stop costing compute."""
-        self.k = [k.index_select(0, rows) for k in self.k]
-        self.v = [v.index_select(0, rows) for v in self.v]
-        self.length = self.length.index_select(0, rows)
+        used = int(self.length[rows].max()) if len(rows) else 0
+        self.k = [k[rows, :, :used] for k in self.k]
+        self.v = [v[rows, :, :used] for v in self.v]
+        self.length = self.length[rows]
 
 
 class CausalSelfAttention(nn.Module):
@@ -68,25 +80,29 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(config.n_embd, config.n_embd)
 
     def forward(self, x: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor] | None = None,
-                pos: torch.Tensor | None = None, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """x [B, L, C] -> [B, L, C]; with a cache, the new keys go to positions ``pos`` [B, L] of rows ``rows``."""
+                pos: torch.Tensor | None = None, rows: torch.Tensor | None = None,
+                bias: torch.Tensor | None = None) -> torch.Tensor:
+        """x [B, L, C] -> [B, L, C].
+
+        With a cache (k, v [B', H, S, hd]), the new keys and values go to positions ``pos`` [B, L]
+        of cache rows ``rows`` (None: all, in order) and the queries attend to that row's keys
+        through ``bias`` [B, 1, L, span] (0 where allowed, -inf elsewhere).
+        """
         B, L, C = x.shape
         q, k, v = self.qkv(x).view(B, L, 3, self.n_head, C // self.n_head).unbind(2)   # each [B, L, H, hd]
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)              # [B, H, L, hd]
         if cache is None:
-            y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             k_all, v_all = cache
             index = torch.arange(B) if rows is None else rows
-            k_all[index[:, None], pos] = k
-            v_all[index[:, None], pos] = v
-            span = int(pos.max()) + 1
-            if rows is None:                                                          # all rows: a view, no copy
-                keys, values = k_all[:, :span], v_all[:, :span]                      # [B, S, H, hd]
-            else:
-                keys, values = k_all[rows, :span], v_all[rows, :span]
-            allowed = torch.arange(span)[None, None, :] <= pos[:, :, None]           # [B, L, S] causal in position
-            y = F.scaled_dot_product_attention(q.transpose(1, 2), keys.transpose(1, 2), values.transpose(1, 2),
-                                               attn_mask=allowed[:, None])
+            k_all[index[:, None], :, pos] = k.transpose(1, 2)                            # advanced dims first
+            v_all[index[:, None], :, pos] = v.transpose(1, 2)
+            span = bias.shape[-1]
+            keys = k_all[:, :, :span] if rows is None else k_all[rows, :, :span]          # [B, H, span, hd]
+            values = v_all[:, :, :span] if rows is None else v_all[rows, :, :span]
+            att = torch.softmax(q @ keys.transpose(-2, -1) * q.shape[-1] ** -0.5 + bias, dim=-1)
+            y = att @ values
         return self.proj(y.transpose(1, 2).reshape(B, L, C))
 
 
@@ -99,8 +115,8 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(config.n_embd, 4 * config.n_embd), nn.GELU(),
                                  nn.Linear(4 * config.n_embd, config.n_embd))
 
-    def forward(self, x: torch.Tensor, cache=None, pos=None, rows=None) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), cache, pos, rows)
+    def forward(self, x: torch.Tensor, cache=None, pos=None, rows=None, bias=None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), cache, pos, rows, bias)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -140,9 +156,10 @@ class TinyAgent(nn.Module):
         Without a cache, position t of every row attends to positions <= t. With a cache, row b of
         ``ids`` continues cache row ``rows[b]`` (default: all rows in order) from its ``length``; only
         the first ``lengths[b]`` tokens (default L) are kept, the rest are padding whose outputs
-        are meaningless and whose keys are overwritten later (so the cache needs L free positions).
+        are meaningless and whose keys are overwritten later.
         """
         B, L = ids.shape
+        bias = None
         if cache is None:
             if L > self.config.block_size:
                 raise ValueError(f"sequence of {L} tokens is longer than block_size {self.config.block_size}")
@@ -151,13 +168,15 @@ class TinyAgent(nn.Module):
             start = cache.length if rows is None else cache.length[rows]             # [B]
             pos = start[:, None] + torch.arange(L)[None]                              # [B, L]
             lengths = torch.full((B,), L) if lengths is None else lengths
-            if int(start.max()) + L > cache.size:
-                raise ValueError(f"a KVCache of {cache.size} positions cannot take {L} more after {int(start.max())}")
             if int((start + lengths).max()) > self.config.block_size:
                 raise ValueError(f"the sequence would pass block_size {self.config.block_size}")
+            span = int(start.max()) + L
+            cache.reserve(span)
+            allowed = torch.arange(span)[None, None, :] <= pos[:, :, None]           # [B, L, span]
+            bias = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))[:, None]
         x = self.tok_emb(ids) + self.pos_emb(pos.clamp(max=self.config.block_size - 1))  # clamp: padding only
         for i, block in enumerate(self.blocks):
-            x = block(x, None if cache is None else (cache.k[i], cache.v[i]), pos, rows)
+            x = block(x, None if cache is None else (cache.k[i], cache.v[i]), pos, rows, bias)
         if cache is not None:
             cache.length[slice(None) if rows is None else rows] += lengths
         return self.head(self.ln_f(x))
