@@ -51,7 +51,7 @@ class Config:
     lr: float = 2e-3
     """Adam learning rate of the zero-advantage experiment."""
 
-    QUICK: ClassVar[dict] = {"per_task": 4, "sizes": (4, 10, 40), "pairs": 10, "bandit_samples": 50_000}
+    QUICK: ClassVar[dict] = {"pairs": 10, "bandit_samples": 50_000}
 
 
 def cosines(per_episode: torch.Tensor, sizes: tuple[int, ...], pairs: int, seed: int) -> dict[int, list[float]]:
