@@ -102,15 +102,32 @@ class _Prefixes:
         return ids, lengths
 
     def extend(self, episodes: list[int], chunks: list[list[int]]) -> torch.Tensor:
-        """Feed each episode's new tokens ``chunks`` (already appended to its sequence) -> last logits [n, V]."""
+        """Feed each episode's new tokens ``chunks`` (already appended to its sequence) -> last logits [n, V].
+
+        With the cache, chunks are fed in groups of similar length (a group starts when the length
+        falls below half of its longest), so one long tool answer does not pad every row.
+        """
         if self.cache is None:
             ids, lengths = self._padded([self.sequences[e] for e in episodes])
-            logits = self.model(ids)
-        else:
-            ids, lengths = self._padded(chunks)
-            rows = None if episodes == self.rows else torch.tensor([self.rows.index(e) for e in episodes])
-            logits = self.model(ids, self.cache, rows=rows, lengths=lengths)
-        return logits[torch.arange(len(episodes)), lengths - 1]
+            return self.model(ids)[torch.arange(len(episodes)), lengths - 1]
+        order = sorted(range(len(chunks)), key=lambda j: -len(chunks[j]))
+        groups = [[order[0]]]
+        for j in order[1:]:
+            if 2 * len(chunks[j]) < len(chunks[groups[-1][0]]):
+                groups.append([])
+            groups[-1].append(j)
+        if len(groups) == 1:
+            groups = [list(range(len(chunks)))]                     # keep the order: rows=None needs no gather
+        last = None
+        for group in groups:
+            ids, lengths = self._padded([chunks[j] for j in group])
+            members = [episodes[j] for j in group]
+            rows = None if members == self.rows else torch.tensor([self.rows.index(e) for e in members])
+            logits = self.model(ids, self.cache, rows=rows, lengths=lengths)[torch.arange(len(group)), lengths - 1]
+            if last is None:
+                last = logits.new_empty(len(episodes), logits.shape[-1])
+            last[torch.tensor(group)] = logits
+        return last
 
     def keep(self, episodes: list[int]) -> None:
         """Only ``episodes`` continue: the cache drops the other rows."""

@@ -101,7 +101,7 @@ class CausalSelfAttention(nn.Module):
             span = bias.shape[-1]
             keys = k_all[:, :, :span] if rows is None else k_all[rows, :, :span]          # [B, H, span, hd]
             values = v_all[:, :, :span] if rows is None else v_all[rows, :, :span]
-            att = torch.softmax(q @ keys.transpose(-2, -1) * q.shape[-1] ** -0.5 + bias, dim=-1)
+            att = torch.softmax((q * q.shape[-1] ** -0.5) @ keys.transpose(-2, -1) + bias, dim=-1)
             y = att @ values
         return self.proj(y.transpose(1, 2).reshape(B, L, C))
 
