@@ -47,7 +47,7 @@ class KVCache:
     stale padding, never read because attention is causal in position.
     """
 
-    def __init__(self, config: TinyConfig, batch: int, size: int = 64, dtype: torch.dtype = torch.float32):
+    def __init__(self, config: TinyConfig, batch: int, size: int = 128, dtype: torch.dtype = torch.float32):
         shape = (batch, config.n_head, size, config.n_embd // config.n_head)
         self.k = [torch.zeros(shape, dtype=dtype) for _ in range(config.n_layer)]
         self.v = [torch.zeros(shape, dtype=dtype) for _ in range(config.n_layer)]
@@ -66,9 +66,8 @@ class KVCache:
 
     def keep(self, rows: torch.Tensor) -> None:
         """Drop every row not in ``rows`` (long [n]), in place: finished episodes stop costing compute."""
-        used = int(self.length[rows].max()) if len(rows) else 0
-        self.k = [k[rows, :, :used] for k in self.k]
-        self.v = [v[rows, :, :used] for v in self.v]
+        self.k = [k[rows] for k in self.k]
+        self.v = [v[rows] for v in self.v]
         self.length = self.length[rows]
 
 
