@@ -172,11 +172,11 @@ def cmd_bench(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from pglab.experiments import get_experiment
+    from pglab.trainers.reinforce import demo
 
-    folder = Path(args.out or DEFAULT_OUT) / "demo"
+    folder = Path(args.resume) if args.resume else Path(args.out or DEFAULT_OUT) / "demo"
     check_out_folder(folder)
-    result = get_experiment("bandit-variance").run(quick=args.quick)
+    result = demo(folder, seed=args.seed, quick=args.quick, resume=bool(args.resume), echo=print)
     print_result(result, folder, write_report(result, folder))
     return 0 if result.passed else 1
 
@@ -219,7 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the main job on the embedded default")
     demo.add_argument("--out", help="output folder root (default: runs/)")
-    demo.add_argument("--quick", action="store_true", help="reduced size")
+    demo.add_argument("--quick", action="store_true", help="reduced size: a first look in seconds")
+    demo.add_argument("--seed", type=int, default=0, help="RNG seed of the whole run (default 0)")
+    demo.add_argument("--resume", metavar="DIR", help="continue the stopped run in DIR (its output folder)")
     demo.set_defaults(func=cmd_demo)
 
     rep = sub.add_parser("reproduce", help="reproduce a book chapter's experiment")

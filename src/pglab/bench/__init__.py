@@ -14,6 +14,7 @@ BENCHMARKS: dict[str, str] = {
     "bandit": "vectorised bandit trainer vs a per-run loop; bandit-variance wall time",
     "tabular": "lockstep tabular sampler vs gymnasium's FrozenLake; frozenlake-race wall time",
     "bugfix": "BugFixEnv steps/s warm and cold, and programs graded per second by isolation layer",
+    "agent": "TinyAgent KV-cache rollout vs recomputing every prefix at batch 64; pglab demo wall time",
 }
 """name -> one-line summary; the module is pglab.bench.NAME."""
 

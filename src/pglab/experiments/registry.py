@@ -44,6 +44,18 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                                    "+5 shift (llm-ch6 §6.10)"),
     "bugfix-scripted": ("bugfix_scripted", "scripted random, blind and oracle play on BugFixEnv, measured and exact "
                                            "(agents-ch6 §6.2)"),
+    "tinyagent-masking": ("tinyagent_masking", "which positions the REINFORCE loss reaches: logit and embedding "
+                                               "gradients by owner (agents-ch6 §6.3)"),
+    "tinyagent-baselines": ("tinyagent_baselines", "total variance of TinyAgent's estimator over 240 episodes for "
+                                                   "constant and per-task baselines (agents-ch6 §6.4)"),
+    "tinyagent-reward-to-go": ("tinyagent_reward_to_go", "reward-to-go against the total return under a cost per "
+                                                         "call: variance on TinyAgent (agents-ch6 §6.5)"),
+    "aggregation": ("aggregation", "per-token weights of the four loss aggregation modes vs their closed forms, on "
+                                   "TinyAgent's probe batch (agents-ch6 §6.6)"),
+    "design-problems": ("design_problems", "gradient noise vs batch size, the detach bug, the zero-advantage Adam step "
+                                           "(agents-ch6 §6.8)"),
+    "tinyagent-reinforce": ("tinyagent_reinforce", "80 REINFORCE steps x 64 episodes from the base agent over 3 seeds: "
+                                                   "before/after, curves, behaviour (agents-ch6 §6.7)"),
 }
 """name -> (module in pglab.experiments, one-line summary)."""
 

@@ -1,0 +1,99 @@
+"""The base agent: TinyAgent behaviour-cloned on well-formed but unskilled scripted play.
+
+Demonstrations come from the scripted ``random`` and ``blind`` policies on the training tasks
+(agents-ch6 §6.2: 8 episodes per task and kind, 200 Adam steps of 32 episodes at 3e-3), with the
+cross-entropy on policy tokens only. The result is deterministic for a seed and cached on disk
+under a key made of every setting and the demonstrations' token ids, so a change of the
+environment's text or of the tokenizer trains a new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from pglab.agents.rollout import MAX_OBS_TOKENS, collate, encode_episode, sequence_log_probs, torch_threads
+from pglab.agents.tinyagent import TinyAgent, TinyConfig
+from pglab.agents.tokenizer import Tokenizer
+from pglab.envs.bugfix import BugFixEnv, Task, make_tasks, scripted_policy, scripted_rollout
+from pglab.estimators import masked_mean
+from pglab.rollout import TokenBatch
+
+
+def default_cache_dir() -> Path:
+    """``$PGLAB_CACHE/base-agents``, by default ``~/.cache/pglab/base-agents``."""
+    return Path(os.environ.get("PGLAB_CACHE", Path.home() / ".cache" / "pglab")) / "base-agents"
+
+
+def demonstrations(tokenizer: Tokenizer, tasks: Sequence[Task], kinds: Sequence[str], episodes_per_task: int,
+                   seed: int, max_obs_tokens: int = MAX_OBS_TOKENS) -> TokenBatch:
+    """``episodes_per_task`` episodes of each scripted kind (kind k drawing with seed + k) on every task."""
+    env = BugFixEnv(list(tasks))
+    episodes = []
+    for k, kind in enumerate(kinds):
+        policy = scripted_policy(kind, seed=seed + k)
+        episodes += [scripted_rollout(policy, env, task) for task in tasks for _ in range(episodes_per_task)]
+    return collate([encode_episode(tokenizer, e, max_obs_tokens) for e in episodes], [e.reward for e in episodes],
+                   tokenizer.pad_id, info=[dict(e.info) for e in episodes])
+
+
+def behaviour_cloning(model: TinyAgent, data: TokenBatch, steps: int, batch_size: int, lr: float,
+                      generator: torch.Generator) -> list[float]:
+    """Adam on the mean cross-entropy of policy tokens of random minibatches of ``data`` -> the losses."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        minibatch = data.select(torch.randint(data.batch_size, (batch_size,), generator=generator))
+        loss = -masked_mean(sequence_log_probs(model, minibatch), minibatch.action_mask)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def make_base_agent(tokenizer: Tokenizer, seed: int = 0, *, kinds: Sequence[str] = ("random", "blind"),
+                    episodes_per_task: int = 8, steps: int = 200, batch_size: int = 32, lr: float = 3e-3,
+                    tasks: Sequence[Task] | None = None, max_obs_tokens: int = MAX_OBS_TOKENS,
+                    shape: dict | None = None, cache: bool = True, cache_dir: str | Path | None = None) -> TinyAgent:
+    """TinyAgent behaviour-cloned on scripted demonstrations of ``kinds`` on ``tasks`` (default: training split).
+
+    ``shape`` overrides TinyConfig fields. With ``cache``, the weights are read from (or written to)
+    ``cache_dir`` (default :func:`default_cache_dir`) under a hash of the settings and demonstrations.
+    """
+    tasks = list(tasks) if tasks is not None else make_tasks("train")
+    data = demonstrations(tokenizer, tasks, kinds, episodes_per_task, seed, max_obs_tokens)
+    config = TinyConfig(tokenizer.vocab_size, **(shape or {}))
+    settings = {"seed": seed, "kinds": list(kinds), "episodes_per_task": episodes_per_task, "steps": steps,
+                "batch_size": batch_size, "lr": lr, "config": config.__dict__, "vocab": tokenizer.fingerprint(),
+                "torch": torch.__version__}
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    digest.update(data.ids.numpy().tobytes())
+    digest.update(data.owner.numpy().tobytes())
+    folder = Path(cache_dir or default_cache_dir()) / digest.hexdigest()[:20]
+    if cache and (folder / "config.json").exists():
+        return TinyAgent.from_pretrained(folder)
+    with torch.random.fork_rng(devices=[]), torch_threads(1):
+        torch.manual_seed(seed)
+        model = TinyAgent(config=config)
+        behaviour_cloning(model, data, steps, batch_size, lr, torch.Generator().manual_seed(seed))
+    if cache:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
+        model.save_pretrained(staging)
+        (staging / "settings.json").write_text(json.dumps(settings, indent=1))
+        try:
+            staging.rename(folder)
+        except OSError:                     # another process cached the same agent first
+            shutil.rmtree(staging, ignore_errors=True)
+    return model
+
+
+__all__ = ["behaviour_cloning", "default_cache_dir", "demonstrations", "make_base_agent"]

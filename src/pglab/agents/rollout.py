@@ -1,0 +1,289 @@
+"""Episodes as token sequences: the layout, lockstep batched rollouts with a KV cache, log-probs, statistics.
+
+An episode is laid out as ``<start> prompt`` (owner prompt), then for each call the call's words
+(owner policy) followed, unless the call ended the episode, by ``<obs> answer </obs>`` (owner tool;
+the answer is cut to ``max_obs_tokens`` words). Scripted demonstrations (:func:`encode_episode`)
+and the policy's own rollouts (:func:`rollout_batch`) use this same layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from pglab.agents.tinyagent import KVCache, TinyAgent
+from pglab.agents.tokenizer import Tokenizer
+from pglab.envs.bugfix import BugFixEnv, Episode, Task, parse_call
+from pglab.rollout import POLICY, PROMPT, TOOL, TokenBatch
+
+MAX_CALL_TOKENS = 8
+"""Default cap on the words of one call (the longest valid call has 4)."""
+MAX_OBS_TOKENS = 64
+"""Default cap on the words of one tool answer (a ``read`` of the longest source has about 60)."""
+
+
+@contextmanager
+def torch_threads(n: int = 1) -> Iterator[None]:
+    """Run the enclosed work on ``n`` torch threads, then restore the previous count.
+
+    TinyAgent's matrices are small: a second thread saves little on an idle machine and, on a
+    busy one, turns every op into a wait for a core (measured 5-20 times slower under load).
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def prompt_tokens(tokenizer: Tokenizer, text: str) -> list[int]:
+    """``<start>`` followed by the words of the first observation."""
+    return [tokenizer.start_id, *tokenizer.encode(text)]
+
+
+def tool_tokens(tokenizer: Tokenizer, text: str, max_obs_tokens: int = MAX_OBS_TOKENS) -> list[int]:
+    """``<obs> words </obs>``, the words cut to ``max_obs_tokens``."""
+    return [tokenizer.obs_id, *tokenizer.encode(text)[:max_obs_tokens], tokenizer.end_obs_id]
+
+
+def encode_episode(tokenizer: Tokenizer, episode: Episode,
+                   max_obs_tokens: int = MAX_OBS_TOKENS) -> tuple[list[int], list[int]]:
+    """A played (e.g. scripted) episode -> (ids, owner) in the rollout layout."""
+    ids = prompt_tokens(tokenizer, episode.prompt)
+    owner = [PROMPT] * len(ids)
+    for k, (call, observation) in enumerate(zip(episode.calls, episode.observations)):
+        words = tokenizer.encode(call)
+        ids += words
+        owner += [POLICY] * len(words)
+        if k < len(episode.calls) - 1:
+            answer = tool_tokens(tokenizer, observation, max_obs_tokens)
+            ids += answer
+            owner += [TOOL] * len(answer)
+    return ids, owner
+
+
+def collate(sequences: Sequence[tuple[list[int], list[int]]], rewards: Sequence[float], pad_id: int, *,
+            group: Sequence[int] | None = None, logp: Sequence[list[float]] | None = None,
+            info: list[dict[str, Any]] | None = None) -> TokenBatch:
+    """(ids, owner) lists of B episodes -> a right-padded TokenBatch; action_mask = (owner == policy)."""
+    B, T = len(sequences), max(len(ids) for ids, _ in sequences)
+    ids = torch.full((B, T), pad_id, dtype=torch.long)
+    owner = torch.zeros((B, T), dtype=torch.long)
+    logp_old = torch.zeros((B, T)) if logp is not None else None
+    for b, (row_ids, row_owner) in enumerate(sequences):
+        ids[b, : len(row_ids)] = torch.tensor(row_ids)
+        owner[b, : len(row_owner)] = torch.tensor(row_owner)
+        if logp_old is not None:
+            logp_old[b, : len(logp[b])] = torch.tensor(logp[b])
+    return TokenBatch(ids=ids, attention_mask=(owner != 0).long(), action_mask=(owner == POLICY).float(),
+                      owner=owner, group=torch.as_tensor(list(group) if group is not None else range(B)),
+                      rewards=torch.as_tensor(list(rewards), dtype=torch.float32), logp_old=logp_old,
+                      info=info or [])
+
+
+class _Prefixes:
+    """Next-token logits of growing sequences, with a KV cache or (the reference) by recomputing every prefix."""
+
+    def __init__(self, model: TinyAgent, sequences: list[list[int]], use_cache: bool, pad_id: int):
+        self.model, self.sequences, self.pad_id = model, sequences, pad_id
+        self.cache = KVCache(model.config, len(sequences)) if use_cache else None
+        self.rows = list(range(len(sequences)))          # episode held by each cache row
+
+    def _padded(self, chunks: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        lengths = torch.tensor([len(c) for c in chunks])
+        ids = torch.full((len(chunks), int(lengths.max())), self.pad_id, dtype=torch.long)
+        for b, c in enumerate(chunks):
+            ids[b, : len(c)] = torch.tensor(c)
+        return ids, lengths
+
+    def extend(self, episodes: list[int], chunks: list[list[int]]) -> torch.Tensor:
+        """Feed each episode's new tokens ``chunks`` (already appended to its sequence) -> last logits [n, V].
+
+        With the cache, chunks are fed in groups of similar length (a group starts when the length
+        falls below half of its longest), so one long tool answer does not pad every row.
+        """
+        if self.cache is None:
+            ids, lengths = self._padded([self.sequences[e] for e in episodes])
+            return self.model(ids)[torch.arange(len(episodes)), lengths - 1]
+        order = sorted(range(len(chunks)), key=lambda j: -len(chunks[j]))
+        groups = [[order[0]]]
+        for j in order[1:]:
+            if 2 * len(chunks[j]) < len(chunks[groups[-1][0]]):
+                groups.append([])
+            groups[-1].append(j)
+        if len(groups) == 1:
+            groups = [list(range(len(chunks)))]                     # keep the order: rows=None needs no gather
+        last = None
+        for group in groups:
+            ids, lengths = self._padded([chunks[j] for j in group])
+            members = [episodes[j] for j in group]
+            rows = None if members == self.rows else torch.tensor([self.rows.index(e) for e in members])
+            logits = self.model(ids, self.cache, rows=rows, lengths=lengths)[torch.arange(len(group)), lengths - 1]
+            if last is None:
+                last = logits.new_empty(len(episodes), logits.shape[-1])
+            last[torch.tensor(group)] = logits
+        return last
+
+    def keep(self, episodes: list[int]) -> None:
+        """Only ``episodes`` continue: the cache drops the other rows."""
+        if self.cache is not None and episodes != self.rows:
+            self.cache.keep(torch.tensor([self.rows.index(e) for e in episodes], dtype=torch.long))
+        self.rows = list(episodes)
+
+
+def _sample(logits: torch.Tensor, generator: torch.Generator, temperature: float) -> tuple[list[int], list[float]]:
+    """One token per row of logits [n, V] at ``temperature`` -> (tokens, their log-probabilities)."""
+    logp = F.log_softmax(logits.float() / temperature, dim=-1)
+    tokens = torch.multinomial(logp.exp(), 1, generator=generator)[:, 0]
+    return tokens.tolist(), logp.gather(1, tokens[:, None])[:, 0].tolist()
+
+
+@torch.no_grad()
+def rollout_batch(model: TinyAgent, envs: Sequence[BugFixEnv], tokenizer: Tokenizer, generator: torch.Generator, *,
+                  tasks: Sequence[Task | str] | None = None, max_call_tokens: int = MAX_CALL_TOKENS,
+                  max_obs_tokens: int = MAX_OBS_TOKENS, temperature: float = 1.0,
+                  use_cache: bool = True) -> TokenBatch:
+    """Play one episode in every env, all in lockstep, sampling calls from ``model`` -> TokenBatch [B, T].
+
+    Env b is reset on ``tasks[b]`` (else on a task drawn by its own RNG). Each turn, every running
+    episode samples one call, token by token, until ``</call>`` or ``max_call_tokens``; the envs
+    answer, and the answers of the episodes that go on are prefilled together. With ``use_cache``
+    a KV cache holds every prefix and finished rows leave it; without, every new token recomputes
+    its whole prefix (the reference the cache is tested and timed against). ``logp_old`` holds
+    the sampling log-probabilities; ``info[b]`` the env's final info, the prompt and the answers.
+    """
+    was_training = model.training
+    model.eval()
+    n = len(envs)
+    prompts = [env.reset(options=None if tasks is None else {"task": tasks[b]})[0] for b, env in enumerate(envs)]
+    sequences = [prompt_tokens(tokenizer, p) for p in prompts]
+    owners = [[PROMPT] * len(s) for s in sequences]
+    logps = [[0.0] * len(s) for s in sequences]
+    longest = max(map(len, sequences)) + max(env.budget for env in envs) * (max_call_tokens + max_obs_tokens + 2)
+    if longest > model.config.block_size:
+        raise ValueError(f"episodes may reach {longest} tokens but block_size is {model.config.block_size}; "
+                         "lower max_obs_tokens or max_call_tokens, or build a TinyAgent with a larger block_size")
+    prefixes = _Prefixes(model, sequences, use_cache, tokenizer.pad_id)
+    infos: list[dict[str, Any]] = [{} for _ in range(n)]
+    answers: list[list[str]] = [[] for _ in range(n)]
+    rewards = [0.0] * n
+    alive = list(range(n))
+    last = prefixes.extend(alive, sequences)
+    while alive:
+        calls: dict[int, list[int]] = {e: [] for e in alive}
+        writing, logits = list(alive), last
+        for k in range(max_call_tokens):
+            tokens, token_logps = _sample(logits, generator, temperature)
+            for e, t, lp in zip(writing, tokens, token_logps):
+                calls[e].append(t)
+                sequences[e].append(t)
+                owners[e].append(POLICY)
+                logps[e].append(lp)
+            going = [j for j, t in enumerate(tokens) if t != tokenizer.end_call_id]
+            if not going or k == max_call_tokens - 1:
+                break
+            writing = [writing[j] for j in going]
+            logits = prefixes.extend(writing, [[tokens[j]] for j in going])
+        going_on, chunks = [], []
+        for e in alive:
+            observation, reward, terminated, truncated, info = envs[e].step(tokenizer.decode(calls[e]))
+            answers[e].append(observation)
+            if terminated or truncated:
+                rewards[e], infos[e] = reward, info
+                continue
+            answer = tool_tokens(tokenizer, observation, max_obs_tokens)
+            sequences[e] += answer
+            owners[e] += [TOOL] * len(answer)
+            logps[e] += [0.0] * len(answer)
+            going_on.append(e)
+            chunks.append([calls[e][-1], *answer])        # the call's last token is not in the cache yet
+        prefixes.keep(going_on)
+        alive = going_on
+        if alive:
+            last = prefixes.extend(alive, chunks)
+    model.train(was_training)
+    names = [info["task"] for info in infos]
+    group = [sorted(set(names)).index(name) for name in names]
+    info = [dict(i, prompt=p, observations=a) for i, p, a in zip(infos, prompts, answers)]
+    return collate(list(zip(sequences, owners)), rewards, tokenizer.pad_id, group=group, logp=logps, info=info)
+
+
+CHUNK_TOKENS = 1024
+"""Rows of similar length are run together in chunks of at most this many (padded) positions."""
+
+
+def length_chunks(lengths: torch.Tensor, chunk_tokens: int = CHUNK_TOKENS) -> list[torch.Tensor]:
+    """Row indices sorted by decreasing length [B], cut so that rows x longest <= chunk_tokens per chunk."""
+    order = torch.argsort(lengths, descending=True, stable=True)
+    chunks, start = [], 0
+    while start < len(order):
+        rows = max(1, chunk_tokens // max(1, int(lengths[order[start]])))
+        chunks.append(order[start:start + rows])
+        start += rows
+    return chunks
+
+
+def token_log_probs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Logits [B, T, V] of a forward pass on ids [B, T] -> log pi(ids[:, t] | ids[:, :t]) [B, T], 0 at t = 0."""
+    logp = F.log_softmax(logits[:, :-1].float(), dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
+    return F.pad(logp, (1, 0))
+
+
+def sequence_log_probs(model: TinyAgent, batch: TokenBatch | torch.Tensor,
+                       chunk_tokens: int = CHUNK_TOKENS) -> torch.Tensor:
+    """log pi(ids[:, t] | ids[:, :t]) for a TokenBatch or ids [B, T] -> [B, T], 0 at t = 0 (differentiable).
+
+    For a TokenBatch, rows are run in chunks of similar length (see :func:`length_chunks`) cut to
+    their longest row, so the padding of a few long episodes does not multiply the work of all.
+    """
+    ids = batch.ids if isinstance(batch, TokenBatch) else batch
+    if not isinstance(batch, TokenBatch) or ids.shape[0] == 1:
+        return token_log_probs(model(ids), ids)
+    lengths = batch.attention_mask.sum(-1)
+    chunks = length_chunks(lengths, chunk_tokens)
+    width = ids.shape[1]
+    parts = [F.pad(sequence_log_probs(model, ids[rows, : int(lengths[rows].max())]),
+                   (0, width - int(lengths[rows].max()))) for rows in chunks]
+    inverse = torch.argsort(torch.cat(chunks))
+    return torch.cat(parts)[inverse]
+
+
+def rollout_stats(batch: TokenBatch) -> dict[str, float]:
+    """Mean reward, pass rate, valid-call fraction, submit rate, turns and policy tokens per episode."""
+    info, n = batch.info, batch.batch_size
+    turns = sum(i["n_turns"] for i in info)
+    return {
+        "reward": float(batch.rewards.mean()),
+        "pass_rate": sum(bool(i["submitted"] and i["hidden_pass"]) for i in info) / n,
+        "valid_calls": 1 - sum(i["n_invalid"] for i in info) / turns,
+        "submit_rate": sum(bool(i["submitted"]) for i in info) / n,
+        "turns": turns / n,
+        "action_tokens": float(batch.action_mask.sum()) / n,
+    }
+
+
+def call_name(call: str) -> str:
+    """The short name of a call: ``'<call> edit fix_init </call>'`` -> ``'fix_init'``, else the tool or 'malformed'."""
+    parsed = parse_call(call)
+    return (parsed[1] or parsed[0]) if parsed else "malformed"
+
+
+def render_episode(info: dict[str, Any], reward: float) -> str:
+    """One episode as text: the prompt, then each call with the tool's answer."""
+    lines = [f"reward {reward:g} | task {info['task']} | stop {info['stop']}", f"> {info['prompt']}"]
+    for call, answer in zip(info["actions"], info["observations"]):
+        lines.append(f"{call}")
+        lines += [f"    {line}" for line in answer.splitlines()]
+    return "\n".join(lines)
+
+
+__all__ = [
+    "CHUNK_TOKENS", "MAX_CALL_TOKENS", "MAX_OBS_TOKENS", "call_name", "collate", "encode_episode", "length_chunks",
+    "prompt_tokens", "render_episode", "rollout_batch", "rollout_stats", "sequence_log_probs", "token_log_probs",
+    "tool_tokens", "torch_threads",
+]

@@ -1,0 +1,145 @@
+"""design-problems: three failure modes of REINFORCE measured on TinyAgent and a bandit (agents-ch6 §6.8).
+
+1. Gradient noise: the cosine between the gradient estimates of two independent, disjoint batches
+   of base-agent episodes (advantage R - mean R), for batches of 8, 32 and 120 episodes.
+2. Detaching the wrong tensor: on a five-call bandit with a baseline read off the policy's own
+   probabilities, the estimate with the baseline detached against attached, vs the exact gradient.
+3. The zero-advantage batch: after one ordinary Adam step, a step on all-zero advantages moves the
+   parameters (Adam's momentum) unless ``policy_gradient_step`` skips a zero gradient.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from pglab.agents import build_tokenizer, make_base_agent, sequence_log_probs
+from pglab.agents.probe import episode_gradients
+from pglab.agents.rollout import torch_threads
+from pglab.envs.bugfix import make_tasks
+from pglab.estimators import batch_cosine, reinforce_loss
+from pglab.result import Result
+from pglab.stats import standard_error
+from pglab.trainers.step import policy_gradient_step
+
+BOOK = {"cosine": {8: -0.092, 32: 0.165, 120: 0.418}, "detached": 0.001, "attached": 1.538, "moved": 0.4903}
+"""agents-ch6 §6.8's numbers."""
+
+
+@dataclass
+class Config:
+    sizes: tuple[int, ...] = (8, 32, 120)
+    """Batch sizes compared (2 x the largest must not exceed the probe)."""
+    pairs: int = 20
+    """Random disjoint pairs of batches per size."""
+    per_task: int = 12
+    """Probe episodes of the base agent per training task (20 tasks)."""
+    seed: int = 0
+    """Seed of the base agent and of the pair draws."""
+    probe_seed: int = 3
+    """Seed of the probe batch's generator."""
+    bandit_logits: tuple[float, ...] = (0.5, -0.2, 0.1, 0.0, 0.3)
+    """Logits of the five-call bandit policy."""
+    bandit_rewards: tuple[float, ...] = (1.0, 0.0, 0.0, 1.0, 0.0)
+    """Pass (1) or fail (0) of each call."""
+    bandit_samples: int = 200_000
+    """Calls sampled for the bandit estimates."""
+    lr: float = 2e-3
+    """Adam learning rate of the zero-advantage experiment."""
+
+    QUICK: ClassVar[dict] = {"pairs": 10, "bandit_samples": 50_000}
+
+
+def cosines(per_episode: torch.Tensor, sizes: tuple[int, ...], pairs: int, seed: int) -> dict[int, list[float]]:
+    """Cosine of every random disjoint pair of batch means, per size (``batch_cosine`` one pair at a time)."""
+    gen = torch.Generator().manual_seed(seed)
+    return {s: [batch_cosine(per_episode, [s], 1, gen)[s] for _ in range(pairs)] for s in sizes}
+
+
+def detach_errors(config: Config) -> dict[str, float]:
+    """Relative error to the exact gradient of the estimate with the baseline b = pi(call 0) detached and attached."""
+    logits = torch.tensor(config.bandit_logits, dtype=torch.float64, requires_grad=True)
+    reward_of = torch.tensor(config.bandit_rewards, dtype=torch.float64)
+    probs = torch.softmax(logits, -1)
+    exact = torch.autograd.grad((probs * reward_of).sum(), logits, retain_graph=True)[0]
+    gen = torch.Generator().manual_seed(config.seed)
+    actions = torch.multinomial(probs.detach(), config.bandit_samples, replacement=True, generator=gen)
+    logp = torch.log_softmax(logits, -1)[actions][None]                              # [1, N]
+    baseline = probs[0]                                                               # a function of the logits
+    ones = torch.ones_like(logp)
+    detached = reinforce_loss(logp, reward_of[actions][None] - baseline, ones)      # reinforce_loss detaches A
+    attached = -((reward_of[actions] - baseline) * logp[0]).mean()                  # the bug: A keeps its graph
+    out = {}
+    for name, loss in (("detached", detached), ("attached", attached)):
+        estimate = -torch.autograd.grad(loss, logits, retain_graph=True)[0]
+        out[name] = float((estimate - exact).norm() / exact.norm())
+    return out
+
+
+def parameter_change(model: torch.nn.Module, before: list[torch.Tensor]) -> tuple[float, bool]:
+    """(norm of the change, bit-identical?) of the parameters since ``before``."""
+    after = list(model.parameters())
+    change = math.sqrt(sum(float((a.detach() - b).pow(2).sum()) for a, b in zip(after, before)))
+    return change, all(torch.equal(a.detach(), b) for a, b in zip(after, before))
+
+
+def run(config: Config, result: Result) -> None:
+    from pglab.trainers.reinforce import sample_episodes
+
+    with torch_threads(1):
+        tokenizer = build_tokenizer(make_tasks("all"))
+        base = make_base_agent(tokenizer, seed=config.seed)
+        probe = sample_episodes(base, tokenizer, make_tasks("train"), config.per_task, config.probe_seed)
+        scores = episode_gradients(base, probe, probe.action_mask).double()
+        rewards = probe.rewards.double()
+        centred = (rewards - rewards.mean())[:, None] * scores
+        measured = cosines(centred, config.sizes, config.pairs, config.seed)
+
+        model = copy.deepcopy(base)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+        adv = probe.rewards - probe.rewards.mean()
+        first = policy_gradient_step(model, optimizer, reinforce_loss(sequence_log_probs(model, probe), adv,
+                                                                      probe.action_mask))
+        moved = {}
+        for guard in (False, True):
+            trial, trial_opt = copy.deepcopy((model, optimizer))       # one memo: the copy's Adam holds its params
+            before = [p.detach().clone() for p in trial.parameters()]
+            zero = reinforce_loss(sequence_log_probs(trial, probe), torch.zeros(probe.batch_size), probe.action_mask)
+            stats = policy_gradient_step(trial, trial_opt, zero, skip_zero_grad=guard)
+            moved[guard] = (*parameter_change(trial, before), stats)
+    errors = detach_errors(config)
+
+    rows = []
+    for size, values in measured.items():
+        rows.append({"batch": size, "mean_cosine": sum(values) / len(values),
+                     "se": float(standard_error(torch.tensor(values))), "book": BOOK["cosine"].get(size)})
+    result.tables["gradient_cosine"] = rows
+    result.tables["detach"] = [{"baseline": k, "relative_error": v, "book": BOOK[k]} for k, v in errors.items()]
+    result.tables["zero_advantage_step"] = [
+        {"guard": "skip zero gradient" if guard else "none (plain Adam step)", "loss": stats["loss"],
+         "grad_norm": stats["grad_norm"], "skipped": stats["skipped"], "parameter_change": change,
+         "bit_identical": same, "book": None if guard else BOOK["moved"]}
+        for guard, (change, same, stats) in moved.items()]
+    result.metrics.update({f"cosine_{r['batch']}": r["mean_cosine"] for r in rows})
+    result.metrics.update({"detached_error": errors["detached"], "attached_error": errors["attached"],
+                           "unguarded_change": moved[False][0], "first_step_grad_norm": first["grad_norm"]})
+    result.summary = (
+        f"Gradient noise on {probe.batch_size} base-agent episodes (gradients over all parameters, {config.pairs} "
+        f"disjoint pairs per batch size); the detach bug on a five-call bandit ({config.bandit_samples:,} samples); "
+        "one Adam step on all-zero advantages after an ordinary one, without and with the zero-gradient guard.")
+    small, large = rows[0], rows[-1]
+    gap, se = large["mean_cosine"] - small["mean_cosine"], math.hypot(large["se"], small["se"])
+    result.check_range(f"cosine grows with batch size: batch {large['batch']} minus batch {small['batch']}", gap,
+                       low=2 * se, tolerance=f"2 standard errors of the difference over pairs (se = {se:.3f})")
+    result.check_range("detached baseline: relative error to the exact gradient", errors["detached"], high=0.01,
+                       tolerance="acceptance 0.01; Monte Carlo noise ~ 1/sqrt(samples)")
+    result.check_range("attached baseline: relative error to the exact gradient", errors["attached"], low=0.5,
+                       tolerance="acceptance 0.5 (book: 1.538)")
+    result.check_range("zero-advantage Adam step without the guard: parameter change", moved[False][0], low=1e-6,
+                       tolerance="any movement: the gradient is exactly zero (book: 0.49)")
+    result.check("zero-advantage step with the guard leaves the parameters bit-identical", moved[True][0],
+                 moved[True][1] and moved[True][2]["skipped"], "0, bit-identical", "exact")

@@ -1,0 +1,81 @@
+"""tinyagent-reward-to-go: causality on TinyAgent's episodes under a cost per call (agents-ch6 §6.5).
+
+Each call costs 0.1, placed on its last token; the hidden-test reward is added on the last token of
+the final call. Without causality every policy token is weighted by the episode's total return;
+with reward-to-go, token t is weighted by the rewards from t on (``discounted_returns`` with
+gamma = 1 over policy positions). Both estimators are measured per episode over all parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from pglab.agents import build_tokenizer, make_base_agent
+from pglab.agents.probe import call_starts, episode_gradients, step_cost_rewards
+from pglab.agents.rollout import call_name, torch_threads
+from pglab.envs.bugfix import make_tasks
+from pglab.estimators import discounted_returns, squared_deviations, total_variance
+from pglab.result import Result
+from pglab.stats import bootstrap_se
+
+BOOK = {"total": 104.9, "to_go": 60.2, "reduction": 0.43}
+"""agents-ch6 §6.5: total variances over 240 episodes with a cost of 0.1 per call."""
+
+
+@dataclass
+class Config:
+    cost: float = 0.1
+    """Reward of -cost on the last token of every call."""
+    per_task: int = 12
+    """Probe episodes per training task (20 tasks)."""
+    seed: int = 0
+    """Seed of the base agent."""
+    probe_seed: int = 3
+    """Seed of the probe batch's generator."""
+    resamples: int = 1000
+    """Bootstrap resamples of the per-episode squared deviations."""
+
+    QUICK: ClassVar[dict] = {"per_task": 4}
+
+
+def run(config: Config, result: Result) -> None:
+    from pglab.trainers.reinforce import sample_episodes
+
+    with torch_threads(1):
+        tokenizer = build_tokenizer(make_tasks("all"))
+        model = make_base_agent(tokenizer, seed=config.seed)
+        probe = sample_episodes(model, tokenizer, make_tasks("train"), config.per_task, config.probe_seed)
+        rewards = step_cost_rewards(probe, config.cost)                              # [N, T]
+        to_go = discounted_returns(rewards, 1.0, mask=probe.action_mask)            # [N, T], 0 off policy
+        scores = episode_gradients(model, probe, probe.action_mask).double()
+        total = rewards.sum(-1).double()
+        total_grads = total[:, None] * scores
+        to_go_grads = episode_gradients(model, probe, to_go).double()
+    var_total, var_to_go = float(total_variance(total_grads)), float(total_variance(to_go_grads))
+    reduction = 1 - var_to_go / var_total
+    deviations = torch.stack([squared_deviations(total_grads), squared_deviations(to_go_grads)], 1).numpy()
+    se = bootstrap_se(lambda d: 1 - d[:, 1].mean() / d[:, 0].mean(), deviations, config.resamples,
+                      np.random.default_rng(config.seed))
+
+    success = [b for b in range(probe.batch_size) if probe.rewards[b] > 0 and probe.info[b]["n_turns"] >= 3]
+    b = success[0] if success else int(torch.argmax(probe.rewards))
+    starts = call_starts(probe.action_mask)[b].nonzero().flatten().tolist()
+    result.tables["one_episode"] = [
+        {"call": call_name(action), "reward_to_go_at_first_token": float(to_go[b, j]),
+         "total_return": float(total[b])} for action, j in zip(probe.info[b]["actions"], starts)]
+    result.tables["variance"] = [
+        {"estimator": "total return", "total_variance": var_total, "book": BOOK["total"]},
+        {"estimator": "reward-to-go", "total_variance": var_to_go, "book": BOOK["to_go"]},
+        {"estimator": "reduction", "total_variance": reduction, "book": BOOK["reduction"]}]
+    result.metrics.update({"variance_total_return": var_total, "variance_reward_to_go": var_to_go,
+                           "reduction": reduction, "reduction_se": se})
+    result.summary = (
+        f"{probe.batch_size} base-agent episodes with a cost of {config.cost:g} per call. Total variance of the "
+        "per-episode estimate over all parameters, weighting every policy token by the total return against by its "
+        "reward-to-go. The reduction's standard error is a bootstrap over episodes of their squared deviations.")
+    result.check_range("variance reduction of reward-to-go over the total return", reduction, low=0.25,
+                       tolerance=f"acceptance: at least 25% (book: 43%); bootstrap se = {se:.3f}")

@@ -1,0 +1,40 @@
+"""The agents-ch6 experiments at reduced size, and the probe helpers they share."""
+
+import pytest
+import torch
+
+from pglab.agents.probe import call_ends, call_starts, step_cost_rewards
+from pglab.estimators import discounted_returns
+from pglab.experiments import get_experiment
+from pglab.rollout import TokenBatch
+
+
+def test_call_costs_and_reward_to_go():
+    # prompt, call of 2 tokens, tool, call of 3 tokens, pad
+    mask = torch.tensor([[0, 1, 1, 0, 0, 1, 1, 1, 0]], dtype=torch.float32)
+    zeros = torch.zeros(1, 9, dtype=torch.long)
+    batch = TokenBatch(ids=zeros, attention_mask=zeros + 1, action_mask=mask, owner=zeros,
+                       group=torch.zeros(1, dtype=torch.long), rewards=torch.tensor([1.0]))
+    assert call_ends(mask).tolist() == [[0, 0, 1, 0, 0, 0, 0, 1, 0]]
+    assert call_starts(mask).tolist() == [[0, 1, 0, 0, 0, 1, 0, 0, 0]]
+    rewards = step_cost_rewards(batch, 0.1)
+    assert torch.allclose(rewards, torch.tensor([[0, 0, -0.1, 0, 0, 0, 0, 0.9, 0]]))
+    to_go = discounted_returns(rewards, 1.0, mask=mask)
+    assert torch.allclose(to_go[0, 1], rewards.sum()) and torch.allclose(to_go[0, 5], torch.tensor(0.9))
+    assert to_go[0, 3] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tinyagent-masking", "aggregation", "tinyagent-baselines", "tinyagent-reward-to-go"])
+def test_experiment_claims_hold_at_quick_size(name):
+    result = get_experiment(name).run(quick=True)
+    failed = [(c.claim, c.value, c.expected) for c in result.failed_checks()]
+    assert not failed, failed
+    assert result.tables and result.summary
+
+
+def test_detached_baseline_is_unbiased_and_attached_is_not():
+    from pglab.experiments.design_problems import Config, detach_errors
+
+    errors = detach_errors(Config(bandit_samples=50_000))
+    assert errors["detached"] < 0.02 < 0.5 < errors["attached"]       # noise ~ 1/sqrt(50k) relative

@@ -1,0 +1,114 @@
+"""The REINFORCE trainer: advantages, exact resume from a checkpoint, checkpoints that survive SIGKILL, the demo."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from pglab.agents import TinyAgent, build_tokenizer, make_base_agent
+from pglab.agents.rollout import torch_threads
+from pglab.envs.bugfix import make_tasks
+from pglab.estimators import group_normalize, leave_one_out
+from pglab.trainers.reinforce import CHECKPOINT, LOG, advantages, load_checkpoint, save_checkpoint, train_reinforce
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    with torch_threads(1):
+        yield
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_tokenizer(make_tasks("all"))
+
+
+@pytest.fixture(scope="module")
+def base(tok):
+    return make_base_agent(tok, steps=60, episodes_per_task=2)
+
+
+def small_run(model, tok, **kwargs):
+    settings = dict(steps=6, batch_size=8, eval_every=3, eval_per_task=1, baseline_init=0.1, seed=3,
+                    checkpoint_every=2, progress=False)
+    return train_reinforce(model, tok, make_tasks("train"), make_tasks("heldout"), **{**settings, **kwargs})
+
+
+def test_advantages_use_the_estimators():
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0])
+    assert torch.equal(advantages(rewards, "ema", 0.25, 1), rewards - 0.25)
+    assert torch.equal(advantages(rewards, "loo", 0.0, 3), leave_one_out(rewards.view(2, 3)).flatten())
+    assert torch.equal(advantages(rewards, "grpo", 0.0, 3), group_normalize(rewards.view(2, 3)).flatten())
+
+
+def test_resumed_run_reproduces_the_uninterrupted_one(base, tok, tmp_path):
+    whole, first = TinyAgent(config=base.config), TinyAgent(config=base.config)
+    whole.load_state_dict(base.state_dict())
+    first.load_state_dict(base.state_dict())
+    straight = small_run(whole, tok, out=tmp_path / "straight")
+    stopped = small_run(first, tok, out=tmp_path / "stopped", stop_at=3)
+    assert len(stopped["history"]) == 3 and load_checkpoint(tmp_path / "stopped" / CHECKPOINT)["step"] == 3
+    second = TinyAgent(config=base.config)                                      # a fresh process would start here
+    resumed = small_run(second, tok, out=tmp_path / "stopped", resume=True)
+    assert resumed["resumed_from"] == 3
+
+    def strip(rows):
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+    assert strip(resumed["history"]) == strip(straight["history"]) and resumed["evals"] == straight["evals"]
+    for (name, a), b in zip(whole.state_dict().items(), second.state_dict().values()):
+        assert torch.equal(a, b), name
+    lines = [json.loads(line) for line in (tmp_path / "stopped" / LOG).read_text().splitlines()]
+    assert [row["step"] for row in lines] == list(range(6))
+    with pytest.raises(ValueError, match="written with"):
+        small_run(TinyAgent(config=base.config), tok, out=tmp_path / "stopped", resume=True, lr=1e-3)
+
+
+def test_grouped_advantages_and_bad_settings(base, tok):
+    model = TinyAgent(config=base.config)
+    model.load_state_dict(base.state_dict())
+    run = small_run(model, tok, steps=1, advantage="grpo", group_size=4, eval_every=10)
+    assert run["history"][0]["step"] == 0
+    with pytest.raises(ValueError, match="unknown advantage"):
+        small_run(model, tok, advantage="ppo")
+    with pytest.raises(ValueError, match="multiple of group_size"):
+        small_run(model, tok, advantage="loo", group_size=3)
+    with pytest.raises(ValueError, match="nothing to resume"):
+        small_run(model, tok, resume=True)
+
+
+WRITER = textwrap.dedent("""
+    import os, sys, time, torch
+    from pglab.trainers.reinforce import save_checkpoint
+    path = sys.argv[1]
+    save_checkpoint({"step": 1, "weights": torch.ones(10)}, path)
+    real_fsync = os.fsync
+    def stall(fd):
+        real_fsync(fd)
+        print("writing", flush=True)
+        time.sleep(60)
+    os.fsync = stall
+    save_checkpoint({"step": 2, "weights": torch.zeros(1_000_000)}, path)
+""")
+
+
+def test_sigkill_during_a_checkpoint_write_keeps_the_previous_one(tmp_path):
+    path = tmp_path / CHECKPOINT
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "writing"                    # the new file is written, not renamed
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    state = load_checkpoint(path)
+    assert state["step"] == 1 and torch.equal(state["weights"], torch.ones(10))
+    assert any(p.name.startswith(f".{CHECKPOINT}.tmp-") for p in tmp_path.iterdir())   # the torn write stays aside
+    save_checkpoint({"step": 3}, path)
+    assert load_checkpoint(path)["step"] == 3
