@@ -120,8 +120,11 @@ def test_all_with_set_runs_where_the_key_exists_and_writes_the_index(tmp_path, m
 
 def test_ctrl_c_exits_130_in_one_line_and_leaves_nothing(tmp_path):
     out = tmp_path / "out"
+    # A shell's background jobs and some test runners' workers ignore SIGINT, and a child inherits that:
+    # restore the default so that Python installs its KeyboardInterrupt handler, as in a terminal.
     proc = subprocess.Popen([sys.executable, "-m", "pglab", "reproduce", "frozenlake-race", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(4.0)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)

@@ -154,5 +154,4 @@ def run(config: Config, result: Result) -> None:
     right.set_title("token_mean's weight falls as the rest grows")
     for ax in (left, right):
         ax.legend(fontsize=8)
-    fig.tight_layout()
     result.figures["aggregation_weights"] = fig

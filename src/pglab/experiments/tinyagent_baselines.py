@@ -108,5 +108,4 @@ def run(config: Config, result: Result) -> None:
     ax.set_ylabel("total variance")
     ax.set_title(f"TinyAgent base agent, {probe.batch_size} episodes")
     ax.legend(fontsize=8)
-    fig.tight_layout()
     result.figures["variance_vs_baseline"] = fig

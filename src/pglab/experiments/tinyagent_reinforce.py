@@ -95,7 +95,6 @@ def run(config: Config, result: Result) -> None:
             label=f", seed {seed}")
     ax.set_title(f"TinyAgent REINFORCE, {len(seeds)} seeds")
     ax.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
     result.figures["learning_curves"] = fig
     result.tables.update({"before_after": rows, "per_seed": per_seed, "training": training, "behaviour": behaviour,
                           "top_call_sequences": top, "reference_levels": [

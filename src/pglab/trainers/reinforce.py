@@ -402,6 +402,5 @@ def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = 
                                                       "scripted blind (train)": levels["train"]["blind"]})
     ax.set_title(f"TinyAgent REINFORCE on BugFixEnv, seed {seed}")
     ax.legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
     result.figures["learning_curve"] = fig
     return result
