@@ -4,12 +4,12 @@ import pytest
 import torch
 
 from pglab.agents import KVCache, TinyAgent, TinyConfig
-from pglab.agents.rollout import torch_threads
+from pglab.threads import single_torch_thread
 
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    with torch_threads(1):
+    with single_torch_thread():
         yield
 
 

@@ -11,14 +11,15 @@ from pglab.agents import (
     rollout_stats,
     sequence_log_probs,
 )
-from pglab.agents.rollout import collate, length_chunks, render_episode, torch_threads
+from pglab.agents.rollout import collate, length_chunks, render_episode
 from pglab.envs.bugfix import BugFixEnv, make_tasks, scripted_policy, scripted_rollout
 from pglab.rollout import POLICY, PROMPT, TOOL
+from pglab.threads import single_torch_thread
 
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    with torch_threads(1):
+    with single_torch_thread():
         yield
 
 

@@ -11,15 +11,15 @@ import pytest
 import torch
 
 from pglab.agents import TinyAgent, build_tokenizer, make_base_agent
-from pglab.agents.rollout import torch_threads
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import group_normalize, leave_one_out
+from pglab.threads import single_torch_thread
 from pglab.trainers.reinforce import CHECKPOINT, LOG, advantages, load_checkpoint, save_checkpoint, train_reinforce
 
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    with torch_threads(1):
+    with single_torch_thread():
         yield
 
 

@@ -19,12 +19,13 @@ from pathlib import Path
 
 import torch
 
-from pglab.agents.rollout import MAX_OBS_TOKENS, collate, encode_episode, sequence_log_probs, torch_threads
+from pglab.agents.rollout import MAX_OBS_TOKENS, collate, encode_episode, sequence_log_probs
 from pglab.agents.tinyagent import TinyAgent, TinyConfig
 from pglab.agents.tokenizer import Tokenizer
 from pglab.envs.bugfix import BugFixEnv, Task, make_tasks, scripted_policy, scripted_rollout
 from pglab.estimators import masked_mean
 from pglab.rollout import TokenBatch
+from pglab.threads import single_torch_thread
 
 
 def default_cache_dir() -> Path:
@@ -80,7 +81,7 @@ def make_base_agent(tokenizer: Tokenizer, seed: int = 0, *, kinds: Sequence[str]
     folder = Path(cache_dir or default_cache_dir()) / digest.hexdigest()[:20]
     if cache and (folder / "config.json").exists():
         return TinyAgent.from_pretrained(folder)
-    with torch.random.fork_rng(devices=[]), torch_threads(1):
+    with torch.random.fork_rng(devices=[]), single_torch_thread():
         torch.manual_seed(seed)
         model = TinyAgent(config=config)
         behaviour_cloning(model, data, steps, batch_size, lr, torch.Generator().manual_seed(seed))

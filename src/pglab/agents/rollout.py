@@ -8,8 +8,7 @@ and the policy's own rollouts (:func:`rollout_batch`) use this same layout.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -24,21 +23,6 @@ MAX_CALL_TOKENS = 8
 """Default cap on the words of one call (the longest valid call has 4)."""
 MAX_OBS_TOKENS = 64
 """Default cap on the words of one tool answer (a ``read`` of the longest source has about 60)."""
-
-
-@contextmanager
-def torch_threads(n: int = 1) -> Iterator[None]:
-    """Run the enclosed work on ``n`` torch threads, then restore the previous count.
-
-    TinyAgent's matrices are small: a second thread saves little on an idle machine and, on a
-    busy one, turns every op into a wait for a core (measured 5-20 times slower under load).
-    """
-    previous = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def prompt_tokens(tokenizer: Tokenizer, text: str) -> list[int]:
@@ -285,5 +269,5 @@ def render_episode(info: dict[str, Any], reward: float) -> str:
 __all__ = [
     "CHUNK_TOKENS", "MAX_CALL_TOKENS", "MAX_OBS_TOKENS", "call_name", "collate", "encode_episode", "length_chunks",
     "prompt_tokens", "render_episode", "rollout_batch", "rollout_stats", "sequence_log_probs", "token_log_probs",
-    "tool_tokens", "torch_threads",
+    "tool_tokens",
 ]

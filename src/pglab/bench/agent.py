@@ -14,6 +14,7 @@ import time
 import torch
 
 from pglab.result import Result
+from pglab.threads import single_torch_thread
 
 TARGET_SPEEDUP = 3.0
 DEMO_SECONDS = 60.0
@@ -22,10 +23,9 @@ DEMO_SECONDS = 60.0
 def rollout_seconds(use_cache: bool, batch: int, seed: int) -> tuple[float, torch.Tensor]:
     """(seconds, ids) of one lockstep rollout of ``batch`` base-agent episodes, cycling over the training tasks."""
     from pglab.agents import build_tokenizer, make_base_agent, rollout_batch
-    from pglab.agents.rollout import torch_threads
     from pglab.envs.bugfix import BugFixEnv, make_tasks
 
-    with torch_threads(1):
+    with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))
         model = make_base_agent(tokenizer)
         tasks = make_tasks("train")

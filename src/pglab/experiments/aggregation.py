@@ -14,11 +14,11 @@ from typing import ClassVar
 import torch
 
 from pglab.agents import build_tokenizer, make_base_agent
-from pglab.agents.rollout import torch_threads
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import aggregate_loss, reinforce_loss
 from pglab.plots import new_figure
 from pglab.result import Result
+from pglab.threads import single_torch_thread
 
 MODES = ("token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant")
 BOOK_PROBE = {"token_mean": (0.132, 0.157, 1.00), "seq_mean_token_sum": (1.435, 1.712, 1.00),
@@ -81,7 +81,7 @@ def run(config: Config, result: Result) -> None:
                       **{f"trajectory total, L={n}": float(w[i].sum()) for i, n in enumerate(config.lengths)}})
     result.tables["weights"] = table
 
-    with torch_threads(1):
+    with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))
         model = make_base_agent(tokenizer, seed=config.seed)
         probe = sample_episodes(model, tokenizer, make_tasks("train"), config.per_task, config.probe_seed)

@@ -19,11 +19,11 @@ import torch
 
 from pglab.agents import build_tokenizer, make_base_agent, sequence_log_probs
 from pglab.agents.probe import episode_gradients
-from pglab.agents.rollout import torch_threads
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import batch_cosine, reinforce_loss
 from pglab.result import Result
 from pglab.stats import standard_error
+from pglab.threads import single_torch_thread
 from pglab.trainers.step import policy_gradient_step
 
 BOOK = {"cosine": {8: -0.092, 32: 0.165, 120: 0.418}, "detached": 0.001, "attached": 1.538, "moved": 0.4903}
@@ -90,7 +90,7 @@ def parameter_change(model: torch.nn.Module, before: list[torch.Tensor]) -> tupl
 def run(config: Config, result: Result) -> None:
     from pglab.trainers.reinforce import sample_episodes
 
-    with torch_threads(1):
+    with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))
         base = make_base_agent(tokenizer, seed=config.seed)
         probe = sample_episodes(base, tokenizer, make_tasks("train"), config.per_task, config.probe_seed)

@@ -16,12 +16,12 @@ import torch
 
 from pglab.agents import build_tokenizer, make_base_agent
 from pglab.agents.probe import episode_gradients
-from pglab.agents.rollout import torch_threads
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import optimal_constant_baseline, total_variance
 from pglab.plots import new_figure
 from pglab.result import Result
 from pglab.stats import bootstrap_se
+from pglab.threads import single_torch_thread
 
 BOOK = {"none": 44.7, "mean reward": 40.9, "b*": 39.3, "per-task mean": 40.8, "constant 0.5": 91.9,
         "constant 1.0": 322.9}
@@ -54,7 +54,7 @@ def parabola(rewards: torch.Tensor, scores: torch.Tensor) -> tuple[float, float,
 def run(config: Config, result: Result) -> None:
     from pglab.trainers.reinforce import sample_episodes
 
-    with torch_threads(1):
+    with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))
         model = make_base_agent(tokenizer, seed=config.seed)
         tasks = make_tasks("train")

@@ -14,11 +14,12 @@ from typing import ClassVar
 import torch
 
 from pglab.agents import build_tokenizer, make_base_agent
-from pglab.agents.rollout import token_log_probs, torch_threads
+from pglab.agents.rollout import token_log_probs
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import reinforce_loss
 from pglab.result import Result
 from pglab.rollout import OWNER_NAMES, POLICY, PROMPT, TOOL
+from pglab.threads import single_torch_thread
 from pglab.trainers.reinforce import sample_episodes
 
 BOOK = {"prompt": 1.87e-4, "policy": 1.49e-4, "tool": 3.18e-5, "positions": 70}
@@ -38,7 +39,7 @@ class Config:
 
 
 def run(config: Config, result: Result) -> None:
-    with torch_threads(1):
+    with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))
         model = make_base_agent(tokenizer, seed=config.seed)
         batch = sample_episodes(model, tokenizer, make_tasks("train"), config.per_task, config.sample_seed)

@@ -16,11 +16,12 @@ import torch
 
 from pglab.agents import build_tokenizer, make_base_agent
 from pglab.agents.probe import call_starts, episode_gradients, step_cost_rewards
-from pglab.agents.rollout import call_name, torch_threads
+from pglab.agents.rollout import call_name
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import discounted_returns, squared_deviations, total_variance
 from pglab.result import Result
 from pglab.stats import bootstrap_se
+from pglab.threads import single_torch_thread
 
 BOOK = {"total": 104.9, "to_go": 60.2, "reduction": 0.43}
 """agents-ch6 §6.5: total variances over 240 episodes with a cost of 0.1 per call."""
@@ -45,7 +46,7 @@ class Config:
 def run(config: Config, result: Result) -> None:
     from pglab.trainers.reinforce import sample_episodes
 
-    with torch_threads(1):
+    with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))
         model = make_base_agent(tokenizer, seed=config.seed)
         probe = sample_episodes(model, tokenizer, make_tasks("train"), config.per_task, config.probe_seed)

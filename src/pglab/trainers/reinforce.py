@@ -31,13 +31,14 @@ from pglab.agents import (
     rollout_stats,
     sequence_log_probs,
 )
-from pglab.agents.rollout import MAX_CALL_TOKENS, MAX_OBS_TOKENS, call_name, render_episode, torch_threads
+from pglab.agents.rollout import MAX_CALL_TOKENS, MAX_OBS_TOKENS, call_name, render_episode
 from pglab.envs.bugfix import BugFixEnv, Task, exact_pass_rate, make_tasks
 from pglab.estimators import EMABaseline, group_normalize, leave_one_out, reinforce_loss
 from pglab.plots import new_figure
 from pglab.progress import progress_enabled
 from pglab.result import Result, provenance
 from pglab.rollout import TokenBatch
+from pglab.threads import single_torch_thread
 from pglab.trainers.step import policy_gradient_step
 
 ADVANTAGES = ("ema", "loo", "grpo")
@@ -220,7 +221,7 @@ def train_reinforce(
     began = time.perf_counter()
     bar = _Bar(steps, start, progress)
     try:
-        with torch_threads(1):
+        with single_torch_thread():
             for step in range(start, steps):
                 heldout = evaluate(step) if step % eval_every == 0 else None
                 tick = time.perf_counter()
@@ -317,7 +318,7 @@ def train_from_base(seed: int, *, steps: int = 80, batch_size: int = 64, eval_ev
     """
     started = time.perf_counter()
     tasks = {"train": make_tasks("train"), "heldout": make_tasks("heldout")}
-    with torch_threads(1):
+    with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))
         base = make_base_agent(tokenizer, seed=seed)
         echo(f"tokenizer: {tokenizer.vocab_size} words | base agent: {base.num_parameters():,} parameters "
@@ -329,7 +330,7 @@ def train_from_base(seed: int, *, steps: int = 80, batch_size: int = 64, eval_ev
     run = train_reinforce(model, tokenizer, tasks["train"], tasks["heldout"], steps=steps, batch_size=batch_size,
                           eval_every=eval_every, eval_per_task=eval_per_task, seed=seed, out=out, resume=resume,
                           baseline_init=rollout_stats(before["train"])["pass_rate"], progress=progress)
-    with torch_threads(1):
+    with single_torch_thread():
         after = {name: sample_episodes(model, tokenizer, tasks[name], stats_per_task, 7) for name in SPLITS}
     return {"tokenizer": tokenizer, "base": base, "model": model, "before": before, "after": after, "run": run,
             "seconds": time.perf_counter() - started}
