@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import json
 import sys
+import typing
 import time
 from pathlib import Path
 from typing import Any
@@ -114,6 +116,7 @@ def cmd_bench(args) -> int:
         result = run_benchmark(name, quick=args.quick)
         folder = write_report(result, Path(args.out or DEFAULT_OUT) / f"bench-{name}")
         print_result(result, folder)
+        print(*(f"{key} = {value:.3f}" for key, value in result.metrics.items() if key.startswith("ratio")), sep="\n")
         passed &= result.passed
     return 0 if passed else 1
 
@@ -125,6 +128,31 @@ def cmd_demo(args) -> int:
     folder = write_report(result, Path(args.out or DEFAULT_OUT) / "demo")
     print_result(result, folder)
     return 0 if result.passed else 1
+
+
+def cmd_train_lm(args) -> int:
+    from pglab.experiments.registry import check_type
+    from pglab.trainers.lm import RLConfig, curves_figure, train_lm
+    from pglab.trainers.lm_default import ensure_default_model
+
+    if args.pretrain:
+        print(f"embedded default: {ensure_default_model(args.default_size or 'full', force=True)}")
+        return 0
+    hints = typing.get_type_hints(RLConfig)
+    values = {}
+    for name, hint in hints.items():
+        text = getattr(args, name)
+        if text is not None:  # str fields take the text as it is; others parse as Python literals (true/false too)
+            value = text if str in (hint, *typing.get_args(hint)) else _parse_value(
+                {"true": "True", "false": "False"}.get(text.lower(), text), None)
+            value = (value,) if "tuple" in str(hint) and isinstance(value, int) else value
+            values[name] = check_type(f"--{name.replace('_', '-')}", value, hint)
+    run = train_lm(RLConfig(**values), log=lambda record: print(json.dumps(record), flush=True))
+    if run.config["output_dir"] and run.evals:
+        curves_figure({"policy": run}).savefig(Path(run.config["output_dir"]) / "curves.png")
+    for record in (run.evals[0], run.evals[-1]) if run.evals else ():
+        print(json.dumps({"eval_step": record["step"], **{k: v for k, v in record.items() if k != "step"}}))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,6 +182,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true")
     bench.add_argument("--out")
     bench.set_defaults(func=cmd_bench)
+
+    from pglab.trainers.lm import RLConfig, config_help
+
+    lm = sub.add_parser("train-lm", help="REINFORCE / RLOO / GRPO with a KL penalty on a Hugging Face causal LM")
+    lm.add_argument("--pretrain", action="store_true", help="(re)build the embedded default tiny GPT-2 and exit")
+    for name, doc in config_help().items():
+        lm.add_argument(f"--{name.replace('_', '-')}", dest=name, help=f"{doc} (default {getattr(RLConfig, name)})")
+    lm.set_defaults(func=cmd_train_lm)
     return parser
 
 

@@ -14,6 +14,7 @@ BENCHMARKS: dict[str, str] = {
     "bandit": "vectorised bandit trainer vs a per-run loop; bandit-variance wall time",
     "tabular": "lockstep tabular sampler vs gymnasium's FrozenLake; frozenlake-race wall time",
     "bugfix": "BugFixEnv steps/s warm and cold, and programs graded per second by isolation layer",
+    "lm-vs-trl": "one train-lm step vs one TRL GRPOTrainer step on a tiny byte-level GPT-2 (needs pglab[bench])",
 }
 """name -> one-line summary; the module is pglab.bench.NAME."""
 
@@ -22,4 +23,4 @@ def run_benchmark(name: str, quick: bool = False) -> Result:
     """Run the benchmark ``name``; ValueError naming the known ones otherwise."""
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}; `pglab bench --list` shows: {', '.join(BENCHMARKS)}")
-    return importlib.import_module(f"pglab.bench.{name}").run(quick=quick)
+    return importlib.import_module(f"pglab.bench.{name.replace('-', '_')}").run(quick=quick)

@@ -40,6 +40,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                                    "+5 shift (llm-ch6 §6.10)"),
     "bugfix-scripted": ("bugfix_scripted", "scripted random, blind and oracle play on BugFixEnv, measured and exact "
                                            "(agents-ch6 §6.2)"),
+    "lm-kl": ("lm_kl", "REINFORCE + leave-one-out on the embedded tiny GPT-2, beta = 0 / 0.05 / 0.2 (llm-ch6 §6.11-6.12)"),
 }
 """name -> (module in pglab.experiments, one-line summary)."""
 

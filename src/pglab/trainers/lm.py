@@ -463,6 +463,7 @@ def worked_example(r: Rollout, row: int, beta: float, tokenizer: Any, prompt_len
     check = {"prompt": tokenizer.decode(r.ids[row, :prompt_length].tolist()), "R": float(r.scores[row]),
              "beta": beta, "sum_log_ratio": ratio_sum, "R_minus_beta_sum": float(r.scores[row]) - beta * ratio_sum,
              "G_0": rows[0]["G_t"], "sum_r_t": float(rewards.sum())}
+    check["sums_agree"] = max(abs(check["G_0"] - check["R_minus_beta_sum"]), abs(check["sum_r_t"] - check["G_0"])) < 1e-9
     return rows, check
 
 
@@ -532,6 +533,7 @@ class LMRun:
     evals: list[dict] = field(default_factory=list)
     worked_example: list[dict] = field(default_factory=list)
     worked_check: dict = field(default_factory=dict)
+    final_replies: list[str] = field(default_factory=list)
     policy: Any = None
     tokenizer: Any = None
 
@@ -636,6 +638,7 @@ def _train(cfg: RLConfig, device: torch.device, rank: int, size: int, reward: Ca
             with open(out / "eval.jsonl", "a") as f:
                 f.write(json.dumps(record) + "\n")
         if step == cfg.max_steps:
+            run.final_replies = rollout.replies
             run.worked_example, run.worked_check = worked_example(rollout, 0, cfg.beta, tokenizer, cfg.prompt_length)
 
     if rank == 0 and first == 0:

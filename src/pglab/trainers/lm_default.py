@@ -137,7 +137,7 @@ def pretrain(spec: DefaultSize, folder: Path, progress: bool = True) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         scheduler.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     model.eval()
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -149,7 +149,11 @@ def pretrain(spec: DefaultSize, folder: Path, progress: bool = True) -> dict:
 
 
 def ensure_default_model(size: str = "full", force: bool = False, progress: bool = True) -> Path:
-    """The folder of the embedded default, pretrained on first use (atomically: a half-built one is never seen)."""
+    """The folder of the embedded default, pretrained on first use.
+
+    Built in a temporary folder and renamed into place, so a half-built model is never seen; when
+    two processes build at once, the first rename wins (the builds are identical).
+    """
     folder = default_model_dir(size)
     if (folder / "pretrain.json").exists() and not force:
         return folder
@@ -157,13 +161,31 @@ def ensure_default_model(size: str = "full", force: bool = False, progress: bool
     tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
     try:
         pretrain(_size(size), tmp, progress=progress)
-        if folder.exists():
+        if force and folder.exists():
             shutil.rmtree(folder)
-        os.replace(tmp, folder)
+        try:
+            os.replace(tmp, folder)
+        except OSError:
+            if not (folder / "pretrain.json").exists():
+                raise
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
     return folder
+
+
+def save_random_gpt2(folder: Path, *, vocab: int = 257, layers: int = 2, width: int = 128, heads: int = 4,
+                     positions: int = 64, seed: int = 0) -> None:
+    """Save an untrained GPT2LMHeadModel and a BPE tokenizer of ``vocab`` ids (257: bytes only) into ``folder``."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tokenizer = train_tokenizer(reviews(200, CORPUS_SEED), vocab)
+    eos = tokenizer.eos_token_id
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=positions, n_embd=width,
+                                       n_layer=layers, n_head=heads, resid_pdrop=0.0, embd_pdrop=0.0,
+                                       attn_pdrop=0.0, bos_token_id=eos, eos_token_id=eos, pad_token_id=eos))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
 
 
 def review_openings(split: str, n: int) -> list[str]:
