@@ -474,8 +474,10 @@ def load_model(cfg: RLConfig, progress: bool = True) -> tuple[torch.nn.Module, A
     """(policy, tokenizer) from cfg.model through from_pretrained; "default" builds the embedded default first."""
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
     except ImportError as err:
         raise ValueError("train-lm needs transformers: pip install 'pglab[lm]'") from err
+    hf_logging.disable_progress_bar()   # weight-loading bars would interleave with the JSON lines
     from pglab.trainers.lm_default import ensure_default_model
 
     path = ensure_default_model(cfg.default_size, progress=progress) if cfg.model == "default" else cfg.model

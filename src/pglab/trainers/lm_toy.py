@@ -55,11 +55,12 @@ def tiny_gpt2(vocab: int, length: int, width: int, layers: int, seed: int) -> to
 
 
 def train_toward_optimum(model: torch.nn.Module, reward: Callable[[torch.Tensor], torch.Tensor], beta: float,
-                         steps: int, groups: int, group_size: int, lr: float, seed: int,
-                         progress: bool = True) -> list[float]:
+                         steps: int, groups: int, group_size: int, lr: float, seed: int, every: int = 10,
+                         progress: bool = True) -> list[tuple[int, float]]:
     """Train ``model`` in place (RLOO, k1 in the reward) with Adam and a linearly decaying step size.
 
-    reward maps reply ids [B, L] to scores [B]. Returns KL(pi || pi*) by enumeration after every step.
+    reward maps reply ids [B, L] to scores [B]. Returns (step, KL(pi || pi*) by enumeration) at
+    step 0, every ``every`` steps and at the end.
     """
     ref = copy.deepcopy(model).requires_grad_(False)
     vocab, length = model.config.vocab_size, model.config.n_positions - 1
@@ -72,13 +73,14 @@ def train_toward_optimum(model: torch.nn.Module, reward: Callable[[torch.Tensor]
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - s / steps)
     gen = torch.Generator().manual_seed(seed)
     prompts = torch.zeros(groups * group_size, 1, dtype=torch.long)
-    kls = []
-    for _ in track(range(steps), "training toward pi*", total=steps) if progress else range(steps):
+    kls = [(0, kl_from_log_probs(sequence_log_probs(model, replies), target))]
+    for step in track(range(steps), "training toward pi*", total=steps) if progress else range(steps):
         ids, mask = sample_replies(model, prompts, length, gen)
         with torch.no_grad():
             ref_logp = torch.where(mask.bool(), token_logp(reply_logits(ref, ids, 1).double(), ids, 1), 0.0)
         batch = make_batch(ids, mask, 1, group_size, reward(ids[:, 1:]).double(), ref_logp)
         rl_update(model, optimizer, batch, cfg, prompt_length=1)
         schedule.step()
-        kls.append(kl_from_log_probs(sequence_log_probs(model, replies), target))
+        if (step + 1) % every == 0 or step + 1 == steps:
+            kls.append((step + 1, kl_from_log_probs(sequence_log_probs(model, replies), target)))
     return kls
