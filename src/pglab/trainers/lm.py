@@ -245,8 +245,9 @@ def sample_replies(model: torch.nn.Module, prompt_ids: torch.Tensor, length: int
     ids[:, :start] = prompt_ids
     mask = torch.zeros_like(ids)
     alive = torch.ones(batch, dtype=torch.bool, device=ids.device)
+    last_only = {"logits_to_keep": 1} if _accepts(model, "logits_to_keep") else {}
     with autocast(ids.device):
-        out = model(input_ids=prompt_ids, use_cache=True)
+        out = model(input_ids=prompt_ids, use_cache=True, **last_only)
     for t in range(length):
         logits = restrict(_full_precision(out.logits[:, -1]), banned)
         token = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(-1)
@@ -327,10 +328,9 @@ def rl_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: T
                          "replies per prompt on the same process")
     if cfg.beta > 0 and batch.ref_logp is None:
         raise ValueError("beta > 0 needs batch.ref_logp (the reference model's log-probs of the batch)")
-    mask = batch.action_mask.to(torch.get_default_dtype() if batch.ref_logp is None else batch.ref_logp.dtype)
     logits = restrict(reply_logits(model, batch.ids, prompt_length), banned)
     logp = torch.where(batch.action_mask.bool(), token_logp(logits, batch.ids, prompt_length), 0.0)
-    mask = mask.to(logp.dtype)
+    mask = batch.action_mask.to(logp.dtype)
     ref_logp = batch.ref_logp.to(logp.dtype) if batch.ref_logp is not None else logp.detach()
     scores = batch.rewards.to(logp.dtype)
     shaped_beta = cfg.beta if cfg.kl_in == "reward" else 0.0
@@ -593,8 +593,7 @@ def _train(cfg: RLConfig, device: torch.device, rank: int, size: int, reward: Ca
            log: Callable[[dict], None] | None, progress: bool) -> LMRun:
     policy, tokenizer = load_model(cfg, progress=progress and rank == 0)
     policy.to(device).eval()                      # eval mode: no dropout, so sampling and scoring share one policy
-    needs_ref = cfg.beta > 0 or rank == 0       # rank 0 evaluates the KL to the reference even at beta = 0
-    ref = copy.deepcopy(policy).requires_grad_(False) if needs_ref else None
+    ref = copy.deepcopy(policy).requires_grad_(False) if cfg.beta > 0 else None   # no copy at beta = 0
     train_prompts, eval_prompts = (p.to(device) for p in prompt_tensors(cfg, tokenizer))
     banned = banned_ids(cfg, tokenizer).to(device)
     eos = tokenizer.eos_token_id
@@ -633,7 +632,9 @@ def _train(cfg: RLConfig, device: torch.device, rank: int, size: int, reward: Ca
         gen = step_generator(cfg.seed, 0, -1, device)
         prompts = eval_prompts[:cfg.eval_prompts].repeat_interleave(cfg.eval_generations, 0)
         ids, mask = sample_replies(policy, prompts, cfg.max_completion_length, gen, banned, eos, pad)
-        rollout = score_rollout(policy, ref, tokenizer, ids, mask, cfg.prompt_length, reward, banned)
+        # at beta = 0 the reference is loaded only while evaluating (before training it is the policy itself)
+        reference = ref if ref is not None else policy if step == 0 else load_model(cfg, False)[0].to(device).eval()
+        rollout = score_rollout(policy, reference, tokenizer, ids, mask, cfg.prompt_length, reward, banned)
         record = {"step": step, **rollout_metrics(rollout, reward), "samples": rollout.texts[:cfg.samples]}
         run.evals.append(record)
         if out is not None:
