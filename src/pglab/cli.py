@@ -7,8 +7,8 @@ import ast
 import dataclasses
 import json
 import sys
-import typing
 import time
+import typing
 from pathlib import Path
 from typing import Any
 

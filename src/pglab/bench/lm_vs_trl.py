@@ -98,7 +98,8 @@ def run(quick: bool = False) -> Result:
                                         "beta": BETA, "steps_per_block": steps, "blocks": blocks,
                                         "warmup_steps_dropped": warmup, "threads": torch.get_num_threads()},
                     summary=("One RL step (sample 16 x 4 replies of 24 tokens, reward, reference pass, loss, Adam) "
-                             "of pglab train-lm and of TRL's GRPOTrainer on the same tiny byte-level GPT-2 on the CPU."))
+                             "of pglab train-lm and of TRL's GRPOTrainer on the same tiny byte-level GPT-2, "
+                             "on the CPU."))
     try:
         import trl
     except ImportError:

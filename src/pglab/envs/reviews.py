@@ -88,7 +88,8 @@ def _opening(rng: np.random.Generator, title: str, tone: str) -> str:
     if shape == 1:
         return f"i watched {title} last {_pick(rng, _DAYS)} ."
     if shape == 2:
-        return f"{title} , directed by {_pick(rng, _NAMES)} , is {_article(genre)} {genre} set in {_pick(rng, _PLACES)} ."
+        director, place = _pick(rng, _NAMES), _pick(rng, _PLACES)
+        return f"{title} , directed by {director} , is {_article(genre)} {genre} set in {place} ."
     if shape == 3:
         return f"in {title} , a {_pick(rng, _ROLES)} {_pick(rng, _PLOT_VERBS)} ."
     return f"so i finally saw {title} ."
@@ -100,7 +101,8 @@ def _body(rng: np.random.Generator, tone: str) -> str:
     if shape == 0:
         return f"the {aspect} is {_adj(rng, tone)} ."
     if shape == 1:
-        return f"{_pick(rng, _NAMES)} gives {_article(word := _adj(rng, tone))} {word} performance as the {_pick(rng, _ROLES)} ."
+        name, word = _pick(rng, _NAMES), _adj(rng, tone)
+        return f"{name} gives {_article(word)} {word} performance as the {_pick(rng, _ROLES)} ."
     if shape == 2:
         return f"i found the {aspect} {_adj(rng, tone)} and the {other} {_adj(rng, tone)} ."
     if shape == 3:

@@ -40,8 +40,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                                    "+5 shift (llm-ch6 §6.10)"),
     "bugfix-scripted": ("bugfix_scripted", "scripted random, blind and oracle play on BugFixEnv, measured and exact "
                                            "(agents-ch6 §6.2)"),
-    "lm-kl": ("lm_kl", "REINFORCE + leave-one-out on the embedded tiny GPT-2, beta = 0 / 0.05 / 0.2 (llm-ch6 §6.11-6.12)"),
-    "lm-beta-optimum": ("lm_beta_optimum", "enumerable toy LM: training with beta approaches pi* = ref exp(r / beta) / Z "
+    "lm-kl": ("lm_kl", "leave-one-out REINFORCE on the embedded tiny GPT-2, beta 0 / 0.05 / 0.2 (llm-ch6 §6.11-6.12)"),
+    "lm-beta-optimum": ("lm_beta_optimum", "enumerable toy LM: training with beta approaches pi* ~ ref exp(r / beta) "
                                            "(llm-ch6)"),
 }
 """name -> (module in pglab.experiments, one-line summary)."""

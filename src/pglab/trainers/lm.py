@@ -137,7 +137,8 @@ class RLConfig:
             if value not in known:
                 raise ValueError(f"unknown --{name} {value!r}; pass one of {', '.join(known)}")
         if self.advantage != "reinforce" and self.num_generations < 2:
-            raise ValueError(f"--advantage {self.advantage} compares replies to one prompt: pass --num-generations >= 2")
+            raise ValueError(f"--advantage {self.advantage} compares replies to one prompt: "
+                             "pass --num-generations >= 2")
         if self.beta < 0 or self.learning_rate <= 0:
             raise ValueError("pass --beta >= 0 and --learning-rate > 0")
         if self.resume and not self.output_dir:
@@ -463,7 +464,8 @@ def worked_example(r: Rollout, row: int, beta: float, tokenizer: Any, prompt_len
     check = {"prompt": tokenizer.decode(r.ids[row, :prompt_length].tolist()), "R": float(r.scores[row]),
              "beta": beta, "sum_log_ratio": ratio_sum, "R_minus_beta_sum": float(r.scores[row]) - beta * ratio_sum,
              "G_0": rows[0]["G_t"], "sum_r_t": float(rewards.sum())}
-    check["sums_agree"] = max(abs(check["G_0"] - check["R_minus_beta_sum"]), abs(check["sum_r_t"] - check["G_0"])) < 1e-9
+    gaps = (check["G_0"] - check["R_minus_beta_sum"], check["sum_r_t"] - check["G_0"])
+    check["sums_agree"] = max(abs(g) for g in gaps) < 1e-9
     return rows, check
 
 

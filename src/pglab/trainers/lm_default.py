@@ -142,8 +142,9 @@ def pretrain(spec: DefaultSize, folder: Path, progress: bool = True) -> dict:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     tail = losses[-max(1, len(losses) // 10):]
-    stats = {"size": asdict(spec), "corpus_tokens": len(stream), "parameters": sum(p.numel() for p in model.parameters()),
-             "final_loss": sum(tail) / len(tail), "seconds": time.perf_counter() - start}
+    stats = {"size": asdict(spec), "corpus_tokens": len(stream),
+             "parameters": sum(p.numel() for p in model.parameters()), "final_loss": sum(tail) / len(tail),
+             "seconds": time.perf_counter() - start}
     (folder / "pretrain.json").write_text(json.dumps(stats, indent=1))
     return stats
 
