@@ -55,8 +55,8 @@ class Config:
     bootstrap: int = 200
     """Bootstrap resamples for the standard error of distinct-1."""
 
-    QUICK: ClassVar[dict] = {"default_size": "quick", "steps": 40, "learning_rate": 1e-2, "eval_every": 20,
-                             "eval_prompts": 16, "prompts_per_step": 8, "bootstrap": 50}
+    QUICK: ClassVar[dict] = {"default_size": "quick", "steps": 60, "eval_every": 30, "eval_prompts": 16,
+                             "prompts_per_step": 8, "bootstrap": 50}
 
 
 def _distinct_se(replies: list[str], resamples: int, seed: int) -> float:
