@@ -157,6 +157,7 @@ def test_resume_gives_the_numbers_of_an_uninterrupted_run(tiny, tmp_path, advant
     whole = train_lm(_config(tiny, tmp_path / "a", advantage=advantage, kl_in=kl_in), progress=False)
     first = _config(tiny, tmp_path / "b", advantage=advantage, kl_in=kl_in, max_steps=2)
     train_lm(first, progress=False)
+    assert torch.load(tmp_path / "b" / "run" / "checkpoint.pt", weights_only=False)["step"] == 2
     resumed = train_lm(_config(tiny, tmp_path / "b", advantage=advantage, kl_in=kl_in, resume=True), progress=False)
     strip = lambda hist: [{k: v for k, v in r.items() if k != "seconds"} for r in hist]  # noqa: E731
     assert strip(resumed.history) == strip(whole.history)
