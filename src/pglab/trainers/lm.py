@@ -292,7 +292,7 @@ def advantages(returns: torch.Tensor, mask: torch.Tensor, kind: str, group_size:
             raise ValueError("advantage 'reinforce' needs an EMABaseline; pass ema=EMABaseline(0.0, decay)")
         first = mask.argmax(-1)
         baseline = ema.value
-        ema.update(returns[torch.arange(batch), first].mean())
+        ema.update(returns.gather(1, first[:, None]).mean())
         return (returns - baseline) * mask
     grouped = returns.view(batch // group_size, group_size, length)
     if kind == "rloo":
@@ -353,7 +353,7 @@ def rl_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: T
 
     k1 = ((logp.detach() - ref_logp) * mask).sum(-1)
     gathered = gather_rows(torch.stack([scores, k1, mask.sum(-1)], -1).detach())
-    loss_sum = gather_rows(torch.tensor([step["loss"]], dtype=torch.float64)).mean()
+    loss_sum = gather_rows(torch.tensor([step["loss"]], dtype=torch.float64, device=logp.device)).mean()
     return {"reward": float(gathered[:, 0].mean()), "reward_std": float(gathered[:, 0].std()),
             "kl_k1": float(gathered[:, 1].mean()), "reply_tokens": float(gathered[:, 2].mean()),
             "zero_adv_groups": zero_advantage_fraction(all_adv, group_size), "loss": float(loss_sum),
@@ -454,7 +454,7 @@ def worked_example(r: Rollout, row: int, beta: float, tokenizer: Any, prompt_len
     """
     m = r.mask[row:row + 1].double()
     logp, ref = r.logp[row:row + 1].double(), r.ref_logp[row:row + 1].double()
-    rewards = kl_shaped_rewards(r.scores[row:row + 1].double(), logp, ref, m, beta)
+    rewards = kl_shaped_rewards(r.scores[row:row + 1].to(m.device, torch.float64), logp, ref, m, beta)
     returns = discounted_returns(rewards, 1.0, mask=m)
     positions = m[0].nonzero().flatten().tolist()
     rows = [{"t": t - prompt_length, "token": tokenizer.decode([int(r.ids[row, t])]), "log_pi": float(logp[0, t]),
