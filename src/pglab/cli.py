@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import sys
 import tempfile
 import time
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +169,7 @@ def cmd_bench(args) -> int:
         result = run_benchmark(name, quick=args.quick)
         folder = out_root / f"bench-{name}"
         print_result(result, folder, write_report(result, folder))
+        print(*(f"{key} = {value:.3f}" for key, value in result.metrics.items() if key.startswith("ratio")), sep="\n")
         passed &= result.passed
     return 0 if passed else 1
 
@@ -210,6 +213,45 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def train_lm_parser() -> argparse.ArgumentParser:
+    """The options of pglab train-lm: --pretrain, and one per RLConfig field."""
+    from pglab.trainers.lm import RLConfig, config_help
+
+    lm = Parser(prog="pglab train-lm", description="REINFORCE / RLOO / GRPO with a KL penalty on a Hugging Face "
+                "causal LM; the embedded default runs offline")
+    lm.add_argument("--pretrain", action="store_true", help="(re)build the embedded default tiny GPT-2 and exit")
+    for name, doc in config_help().items():
+        lm.add_argument(f"--{name.replace('_', '-')}", dest=name, help=f"{doc} (default {getattr(RLConfig, name)})")
+    return lm
+
+
+def cmd_train_lm(options: list[str]) -> int:
+    from pglab.experiments.registry import check_type
+    from pglab.trainers.lm import RLConfig, curves_figure, train_lm
+    from pglab.trainers.lm_default import ensure_default_model
+
+    args = train_lm_parser().parse_args(options)
+
+    if args.pretrain:
+        print(f"embedded default: {ensure_default_model(args.default_size or 'full', force=True)}")
+        return 0
+    hints = typing.get_type_hints(RLConfig)
+    values = {}
+    for name, hint in hints.items():
+        text = getattr(args, name)
+        if text is not None:  # str fields take the text as it is; others parse as Python literals (true/false too)
+            value = text if str in (hint, *typing.get_args(hint)) else parse_value(
+                {"true": "True", "false": "False"}.get(text.lower(), text), None)
+            value = (value,) if "tuple" in str(hint) and isinstance(value, int) else value
+            values[name] = check_type(f"--{name.replace('_', '-')}", value, hint)
+    run = train_lm(RLConfig(**values), log=lambda record: print(json.dumps(record), flush=True))
+    if run.config["output_dir"] and run.evals:
+        curves_figure({"policy": run}).savefig(Path(run.config["output_dir"]) / "curves.png")
+    for record in (run.evals[0], run.evals[-1]) if run.evals else ():
+        print(json.dumps({"eval_step": record["step"], **{k: v for k, v in record.items() if k != "step"}}))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from pglab import __version__
 
@@ -249,12 +291,22 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true")
     bench.add_argument("--out")
     bench.set_defaults(func=cmd_bench)
+
+    # Its options come from RLConfig, whose module imports torch: they are parsed in cmd_train_lm, so that
+    # the other commands start without torch.
+    lm = sub.add_parser("train-lm", add_help=False, help="REINFORCE / RLOO / GRPO with a KL penalty on a Hugging Face "
+                        "causal LM (pglab train-lm --help)")
+    lm.add_argument("options", nargs=argparse.REMAINDER)
+    lm.set_defaults(func=lambda args: cmd_train_lm(args.options))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; bad input is one line on stderr with exit 2, Ctrl-C one line with exit 130."""
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        if argv[:1] == ["train-lm"]:          # its options are parsed where RLConfig (and torch) is imported
+            return cmd_train_lm(argv[1:])
         args = build_parser().parse_args(argv)
         return args.func(args)
     except ValueError as err:

@@ -15,6 +15,7 @@ BENCHMARKS: dict[str, str] = {
     "tabular": "lockstep tabular sampler vs gymnasium's FrozenLake; frozenlake-race wall time",
     "bugfix": "BugFixEnv steps/s warm and cold, and programs graded per second by isolation layer",
     "agent": "TinyAgent KV-cache rollout vs recomputing every prefix at batch 64; pglab demo wall time",
+    "lm-vs-trl": "one train-lm step vs one TRL GRPOTrainer step on a tiny byte-level GPT-2 (needs pglab[bench])",
 }
 """name -> one-line summary; the module is pglab.bench.NAME."""
 
@@ -23,6 +24,6 @@ def run_benchmark(name: str, quick: bool = False) -> Result:
     """Run the benchmark ``name``; ValueError naming the known ones otherwise."""
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}; `pglab bench --list` shows: {', '.join(BENCHMARKS)}")
-    result = importlib.import_module(f"pglab.bench.{name}").run(quick=quick)
+    result = importlib.import_module(f"pglab.bench.{name.replace('-', '_')}").run(quick=quick)
     result.provenance = result.provenance or provenance()
     return result

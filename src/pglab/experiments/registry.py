@@ -56,6 +56,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                            "(agents-ch6 §6.8)"),
     "tinyagent-reinforce": ("tinyagent_reinforce", "80 REINFORCE steps x 64 episodes from the base agent over 3 seeds: "
                                                    "before/after, curves, behaviour (agents-ch6 §6.7)"),
+    "lm-kl": ("lm_kl", "leave-one-out REINFORCE on the embedded tiny GPT-2, beta 0 / 0.05 / 0.2 (llm-ch6 §6.11-6.12)"),
+    "lm-beta-optimum": ("lm_beta_optimum", "enumerable toy LM: training with beta approaches pi* ~ ref exp(r / beta) "
+                                           "(llm-ch6)"),
 }
 """name -> (module in pglab.experiments, one-line summary)."""
 

@@ -1,0 +1,134 @@
+"""Scale-out: a DDP step over 2 gloo processes equals one single-process step on the whole batch; torchrun runs."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from pglab.trainers.lm import RLConfig, make_batch, reply_logits, rl_update, token_logp  # noqa: E402
+from pglab.trainers.lm_default import save_random_gpt2  # noqa: E402
+
+PROMPT, REPLY, GROUP = 3, 5, 4
+SETTINGS = [  # (advantage, scale_rewards, kl_in, aggregation): every path that gathers or renormalises
+    ("rloo", "group", "reward", None),
+    ("grpo", "batch", "loss", None),
+    ("reinforce", "group", "reward", "seq_mean_token_sum"),
+    ("dr_grpo", "group", "loss", None),
+]
+
+
+def _config(setting) -> RLConfig:
+    advantage, scale, kl_in, aggregation = setting
+    return RLConfig(num_generations=GROUP, prompts_per_step=4, advantage=advantage, scale_rewards=scale,
+                    kl_in=kl_in, aggregation=aggregation, beta=0.1, max_completion_length=REPLY, max_grad_norm=0.5)
+
+
+def _teacher_forced_batch(model):
+    """A fixed batch of 4 groups x 4 replies: random ids, scores with ties, the reference's log-probs."""
+    gen = torch.Generator().manual_seed(3)
+    ids = torch.randint(1, 250, (4 * GROUP, PROMPT + REPLY), generator=gen)
+    mask = torch.zeros_like(ids)
+    mask[:, PROMPT:] = 1
+    mask[1, -2:] = 0                                     # one reply ended early
+    scores = torch.randn(4 * GROUP, generator=gen, dtype=torch.float64)
+    scores[4:8] = 0.5                                    # a group whose rewards tie
+    with torch.no_grad():
+        ref = torch.where(mask.bool(), token_logp(reply_logits(model, ids, PROMPT), ids, PROMPT), 0.0)
+    return make_batch(ids, mask, PROMPT, GROUP, scores, ref + 0.05 * torch.randn(ref.shape, generator=gen,
+                                                                                 dtype=torch.float64) * mask)
+
+
+def _load(folder):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(folder).double().eval()
+
+
+def _one_step(model, batch, setting, wrapped=None):
+    from pglab.estimators import EMABaseline
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    ema = EMABaseline(0.3, 0.9)
+    metrics = rl_update(wrapped or model, optimizer, batch, _config(setting), prompt_length=PROMPT, ema=ema)
+    return {k: v.clone() for k, v in model.state_dict().items()}, metrics
+
+
+def _worker(rank: int, world: int, folder: str, port: int, out: str) -> None:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        results = []
+        for setting in SETTINGS:
+            model = _load(folder)
+            batch = _teacher_forced_batch(model)
+            rows = batch.batch_size // world
+            local = batch.select(slice(rank * rows, (rank + 1) * rows))
+            results.append(_one_step(model, local, setting, DistributedDataParallel(model)))
+        if rank == 0:
+            torch.save(results, out)
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ddp-gpt2")
+    save_random_gpt2(path, vocab=260, layers=1, width=32, heads=2, positions=16)
+    return path
+
+
+def test_ddp_step_over_two_ranks_equals_one_process_step(folder, tmp_path):
+    out = tmp_path / "ddp.pt"
+    torch.multiprocessing.spawn(_worker, args=(2, str(folder), _free_port(), str(out)), nprocs=2, join=True)
+    distributed = torch.load(out, weights_only=False)
+    for setting, (ddp_params, ddp_metrics) in zip(SETTINGS, distributed):
+        model = _load(folder)
+        start = {k: v.clone() for k, v in model.state_dict().items()}
+        params, metrics = _one_step(model, _teacher_forced_batch(model), setting)
+        moved = max(float((params[k] - start[k]).abs().max()) for k in params)
+        assert moved > 1e-4, f"{setting}: the step did not move the parameters"
+        for name in params:
+            torch.testing.assert_close(ddp_params[name], params[name], atol=1e-6, rtol=0, msg=f"{setting} {name}")
+        for key in ("reward", "kl_k1", "zero_adv_groups", "loss", "grad_norm"):
+            assert ddp_metrics[key] == pytest.approx(metrics[key], abs=1e-9), (setting, key)
+        # the tied group has all-zero advantages, unless the per-token k1 penalty shapes its returns
+        assert metrics["zero_adv_groups"] == (0.25 if setting[2] == "loss" else 0.0)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("torchrun") is None and not os.path.exists(
+    os.path.join(os.path.dirname(sys.executable), "torchrun")), reason="torchrun not on PATH")
+def test_torchrun_two_processes_run_three_steps_of_the_embedded_default(tmp_path):
+    from pglab.trainers.lm_default import ensure_default_model
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PGLAB_CACHE": os.environ.get("PGLAB_CACHE", str(tmp_path))}
+    os.environ["PGLAB_CACHE"] = env["PGLAB_CACHE"]
+    try:
+        ensure_default_model("quick", progress=False)
+    finally:
+        if env["PGLAB_CACHE"] == str(tmp_path):
+            del os.environ["PGLAB_CACHE"]
+    torchrun = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
+    cmd = [torchrun, "--nnodes", "1", "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port",
+           str(_free_port()), "-m", "pglab", "train-lm", "--default-size", "quick", "--max-steps", "3",
+           "--prompts-per-step", "4", "--eval-prompts", "4", "--output-dir", str(tmp_path / "run")]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and (tmp_path / "run" / "checkpoint.pt").exists()
