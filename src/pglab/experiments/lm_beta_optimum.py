@@ -97,5 +97,4 @@ def run(config: Config, result: Result) -> None:
     ax.set_ylabel("KL(pi || pi*) (nats)")
     ax.set_title(f"training with beta = {config.beta:g} approaches pi*")
     ax.legend()
-    fig.tight_layout()
     result.figures["kl_to_optimum"] = fig

@@ -703,5 +703,4 @@ def curves_figure(runs: dict[str, LMRun]):
         ax.set_title(title)
         ax.set_xlabel("step")
     axes.flat[0].legend()
-    fig.tight_layout()
     return fig
