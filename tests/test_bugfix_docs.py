@@ -1,19 +1,16 @@
 """docs/bugfix.md: every ```python block runs, in order, in one namespace (the examples are tested)."""
 
-import re
 import subprocess
 import sys
 from pathlib import Path
 
+from test_docs import python_blocks
+
 DOC = Path(__file__).resolve().parents[1] / "docs" / "bugfix.md"
 
 
-def python_blocks(text: str) -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
-
-
 def test_the_python_examples_of_docs_bugfix_run(capsys):
-    blocks = python_blocks(DOC.read_text())
+    blocks = python_blocks(DOC)
     assert len(blocks) >= 4
     namespace = {"__name__": "docs_bugfix"}
     for k, block in enumerate(blocks):
