@@ -588,6 +588,7 @@ def train_lm(cfg: RLConfig, *, reward: Callable | None = None, log: Callable[[di
         if joined:
             import torch.distributed as dist
 
+            dist.barrier()                 # no rank leaves while another still talks to it (gloo aborts then)
             dist.destroy_process_group()
 
 
