@@ -582,13 +582,15 @@ def train_lm(cfg: RLConfig, *, reward: Callable | None = None, log: Callable[[di
     rank, size = world()
     if cfg.prompts_per_step % size:
         raise ValueError(f"--prompts-per-step {cfg.prompts_per_step} must be divisible by the {size} processes")
+    import torch.distributed as dist
+
     try:
-        return _train(cfg, device, rank, size, reward or make_reward(cfg.reward, device), log, progress)
+        run = _train(cfg, device, rank, size, reward or make_reward(cfg.reward, device), log, progress)
+        if joined:
+            dist.barrier()                 # no rank leaves while another still talks to it (gloo aborts then)
+        return run
     finally:
         if joined:
-            import torch.distributed as dist
-
-            dist.barrier()                 # no rank leaves while another still talks to it (gloo aborts then)
             dist.destroy_process_group()
 
 
