@@ -18,7 +18,7 @@ from pglab.envs.bugfix import (
     scripted_policy,
     scripted_rollout,
 )
-from pglab.experiments import get_experiment
+from test_experiments import check_quick
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +101,7 @@ def test_unknown_policy_kind():
 
 @pytest.mark.slow
 def test_bugfix_scripted_quick_meets_the_acceptance_bands():
-    result = get_experiment("bugfix-scripted").run(quick=True)
+    result = check_quick("bugfix-scripted")
     assert result.passed, [c for c in result.checks if not c.passed]
     rows = {(r["policy"], r["split"]): r for r in result.tables["policies"]}
     assert rows["oracle", "train"]["pass_rate"] >= 0.98 and rows["oracle", "train"]["episodes"] == 20 * 16

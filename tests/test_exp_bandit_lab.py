@@ -7,7 +7,7 @@ from pglab.envs.bandit import GaussianBandit
 from pglab.experiments import get_experiment
 from pglab.stats import standard_error
 from pglab.trainers.bandit import train_bandit
-from test_experiments import quick_result
+from test_experiments import check_quick
 
 BANDIT = GaussianBandit([1.0, 2.0, 4.0], 1.0)
 THETA = torch.tensor([0.3, -0.2, 0.1], dtype=torch.float64)
@@ -43,7 +43,7 @@ def test_bad_race_start_is_refused():
 
 @pytest.mark.slow
 def test_quick_lab_holds_every_claim():
-    result = quick_result("bandit-lab")
+    result = check_quick("bandit-lab")
     assert result.passed, [c for c in result.checks if not c.passed]
     without, with_baseline = result.tables["race"]
     assert without["all runs: escape rate"] < 0.6 < with_baseline["all runs: escape rate"]

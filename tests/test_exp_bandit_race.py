@@ -8,7 +8,7 @@ import torch
 from pglab.experiments import get_experiment
 from pglab.experiments.bandit_race import barycentric
 from pglab.trainers.bandit import committed_arm
-from test_experiments import quick_result
+from test_experiments import check_quick
 
 
 def test_barycentric_maps_corners_and_uniform_to_the_centroid():
@@ -31,7 +31,7 @@ def test_rate_runs_below_seeds_is_a_value_error():
 
 @pytest.mark.slow
 def test_quick_race_locks_runs_only_without_a_baseline():
-    result = quick_result("bandit-race")
+    result = check_quick("bandit-race")
     without, with_baseline = result.tables["race"]
     assert without["all runs: wrong rate"] > 0.2
     assert with_baseline["all runs: wrong rate"] == 0.0

@@ -2,13 +2,13 @@
 
 import pytest
 
-from test_experiments import quick_result
+from test_experiments import check_quick
 
 pytestmark = pytest.mark.slow
 
 
 def test_book_numbers():
-    result = quick_result("bandit-variance")
+    result = check_quick("bandit-variance")
     sweep = {row["b"]: row for row in result.tables["baseline_sweep"]}
     assert sweep[0.0]["exact"] == pytest.approx(33.0625)
     assert sweep[6.5]["exact"] == pytest.approx(1.375)

@@ -5,7 +5,7 @@ import torch
 
 from pglab.experiments import get_experiment
 from pglab.trainers.cartpole import collect_episodes, make_envs, mlp, weights_and_targets
-from test_experiments import quick_result
+from test_experiments import check_quick
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_bad_settings_are_refused():
 
 @pytest.mark.slow
 def test_quick_run_orders_whole_return_below_the_learned_baseline():
-    result = quick_result("cartpole")
+    result = check_quick("cartpole")
     assert result.passed, result.failed_checks()
     medians = {row["weighting"]: row["median over seeds"] for row in result.tables["final_return"]}
     assert medians["G_0 (whole return)"] < medians["G_t - V(s_t)"]

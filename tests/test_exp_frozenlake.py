@@ -8,17 +8,17 @@ from pglab.envs.tabular import Episodes, frozen_lake
 from pglab.experiments.frozenlake_race import trailing_mean, updates_to_target
 from pglab.experiments.frozenlake_static import ESTIMATORS, five_estimates, mean_cosines, relative_variances
 from pglab.trainers.tabular import ascent_direction, step_weights
-from test_experiments import quick_result
+from test_experiments import check_quick
 
 
 @pytest.fixture(scope="module")
 def static():
-    return quick_result("frozenlake-static")
+    return check_quick("frozenlake-static")
 
 
 @pytest.fixture(scope="module")
 def race():
-    return quick_result("frozenlake-race")
+    return check_quick("frozenlake-race")
 
 
 def test_closed_form_estimates_equal_the_reinforce_loss_gradient():

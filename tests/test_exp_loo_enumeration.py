@@ -5,7 +5,7 @@ import torch
 
 from pglab.envs.tabular import enumerate_trajectories, table_score, two_state_problem
 from pglab.experiments.loo_enumeration import batch_expectations
-from test_experiments import quick_result
+from test_experiments import check_quick
 
 
 def test_the_check_is_sharp():
@@ -22,7 +22,7 @@ def test_the_check_is_sharp():
 
 @pytest.mark.slow
 def test_tables_show_enumeration_and_sampling():
-    result = quick_result("loo-enumeration")
+    result = check_quick("loo-enumeration")
     rows = result.tables["enumeration"]
     assert {r["n"] for r in rows} == {2, 3}
     assert all(r["max abs difference (enumeration)"] < 1e-12 for r in rows)

@@ -3,14 +3,14 @@
 import pytest
 
 from pglab.cli import main
-from test_experiments import quick_result
+from test_experiments import check_quick
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def result():
-    return quick_result("repair-mdp-gradient")
+    return check_quick("repair-mdp-gradient")
 
 
 def test_monte_carlo_gradient_and_surrogate_shift(result):

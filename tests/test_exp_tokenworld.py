@@ -2,19 +2,19 @@
 
 import pytest
 
-from test_experiments import quick_result
+from test_experiments import check_quick
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def gae_result():
-    return quick_result("tokenworld-gae")
+    return check_quick("tokenworld-gae")
 
 
 @pytest.fixture(scope="module")
 def training_result():
-    return quick_result("tokenworld-training")
+    return check_quick("tokenworld-training")
 
 
 def test_tokenworld_gae_tradeoff(gae_result):

@@ -2,6 +2,8 @@
 
 import dataclasses
 import functools
+import re
+from pathlib import Path
 
 import pytest
 
@@ -24,9 +26,8 @@ def quick_result(name: str):
         return get_experiment(name).run(quick=True)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", experiment_names())
-def test_quick_run_holds_every_claim(name):
+def check_quick(name: str):
+    """The QUICK-size Result of ``name``, after the checks every experiment must pass."""
     result = quick_result(name)
     assert result.checks, "an experiment states at least one claim"
     if name not in SMOKE_ONLY:
@@ -34,6 +35,20 @@ def test_quick_run_holds_every_claim(name):
     assert all(c.tolerance.strip() for c in result.checks), [c.claim for c in result.checks if not c.tolerance.strip()]
     assert result.tables and all(result.tables.values())
     assert bool(result.figures) == (name not in NO_FIGURE)
+    return result
+
+
+def checked_elsewhere() -> set[str]:
+    """Experiments whose own test file calls check_quick (each QUICK run happens once per session)."""
+    here = Path(__file__)
+    return {name for path in here.parent.glob("test_*.py") if path != here
+            for name in re.findall(r'check_quick\("([\w-]+)"\)', path.read_text())}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(set(experiment_names()) - checked_elsewhere()))
+def test_quick_run_holds_every_claim(name):
+    check_quick(name)
 
 
 @pytest.mark.parametrize("name", experiment_names())

@@ -5,7 +5,7 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("vaderSentiment")
 
-from pglab.experiments import run_experiment  # noqa: E402
+from test_experiments import check_quick
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -19,7 +19,7 @@ def cache(tmp_path_factory):
 
 @pytest.mark.slow
 def test_lm_beta_optimum_reaches_pi_star():
-    result = run_experiment("lm-beta-optimum", quick=True)
+    result = check_quick("lm-beta-optimum")
     assert result.checks and result.passed, result.failed_checks()
     curve = [row["kl_pi_to_pi_star"] for row in result.tables["kl_to_optimum"]]
     assert curve[-1] < curve[0] / 5
@@ -27,7 +27,7 @@ def test_lm_beta_optimum_reaches_pi_star():
 
 @pytest.mark.slow
 def test_lm_kl_quick_shows_the_collapse_and_the_leash():
-    result = run_experiment("lm-kl", quick=True)
+    result = check_quick("lm-kl")
     rows = {(r["beta"], r["when"]): r for r in result.tables["before_after"]}
     assert rows[(0.0, "start")]["kl_exact"] == pytest.approx(0.0, abs=1e-9)
     assert rows[(0.0, "end")]["kl_exact"] > rows[(0.2, "end")]["kl_exact"]

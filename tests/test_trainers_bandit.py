@@ -5,7 +5,7 @@ import torch
 
 from pglab.envs.bandit import GaussianBandit
 from pglab.trainers.bandit import BASELINES, replay_run, train_bandit
-from test_experiments import quick_result
+from test_experiments import check_quick
 
 
 @pytest.mark.parametrize("baseline", BASELINES)
@@ -35,7 +35,7 @@ def test_unknown_baseline_is_a_value_error():
 
 @pytest.mark.slow
 def test_quick_run_shows_the_baseline_claim():
-    result = quick_result("bandit-training")
+    result = check_quick("bandit-training")
     m = result.metrics
     assert m["running: share ending on the best arm"] == 1.0
     assert m["value: share ending on the best arm"] == 1.0
