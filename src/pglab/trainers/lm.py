@@ -211,13 +211,29 @@ def restrict(logits: torch.Tensor, banned: torch.Tensor | None) -> torch.Tensor:
     return logits if banned is None or banned.numel() == 0 else logits.index_fill(-1, banned, -math.inf)
 
 
-def reply_logits(model: torch.nn.Module, ids: torch.Tensor, start: int) -> torch.Tensor:
-    """Logits that predict ids[:, start:]; ids [B, T] -> [B, T - start, V] (float32 under autocast)."""
+def reply_logits(model: torch.nn.Module, ids: torch.Tensor, start: int, group_size: int = 1) -> torch.Tensor:
+    """Logits that predict ids[:, start:]; ids [B, T] -> [B, T - start, V] (float32 under autocast).
+
+    When every ``group_size`` consecutive rows share their first ``start`` tokens (the replies to
+    one prompt), the prompt runs once per group and its KV cache is repeated for the group's rows:
+    the same logits up to float rounding, for (K - 1) / K less prompt work in forward and backward.
+    """
     keep = ids.shape[1] - start + 1
-    kwargs = {"logits_to_keep": keep} if _accepts(model, "logits_to_keep") else {}
+    if not _accepts(model, "logits_to_keep"):
+        with autocast(ids.device):
+            return _full_precision(model(input_ids=ids).logits[:, -keep:-1])
+    prompts = ids[::group_size, :start]
+    if group_size == 1 or keep < 3 or not bool((ids[:, :start].view(-1, group_size, start) == prompts[:, None]).all()):
+        with autocast(ids.device):
+            return _full_precision(model(input_ids=ids, logits_to_keep=keep).logits[:, :-1])
+    cache_kw = "cache" if _accepts(model, "cache") else "past_key_values"
     with autocast(ids.device):
-        logits = model(input_ids=ids, **kwargs).logits
-    return _full_precision(logits[:, -keep:-1])
+        head = unwrap(model)(input_ids=prompts, use_cache=True, logits_to_keep=1)
+        cache = _cache_of(head)
+        for layer in cache.layers:
+            layer.batch_repeat_interleave(group_size)
+        rest = model(input_ids=ids[:, start:-1], **{cache_kw: cache}).logits
+    return _full_precision(torch.cat([head.logits.repeat_interleave(group_size, 0), rest], 1))
 
 
 def token_logp(logits: torch.Tensor, ids: torch.Tensor, start: int) -> torch.Tensor:
@@ -226,8 +242,76 @@ def token_logp(logits: torch.Tensor, ids: torch.Tensor, start: int) -> torch.Ten
     return F.pad(picked, (start, 0))
 
 
+Decoder = Callable[[torch.Tensor, int], torch.Tensor]
+"""(ids [B, q] at positions position..position+q-1, position) -> logits [B, V] of the token after them."""
+
+
 def _cache_of(output: Any) -> Any:
     return output["cache"] if "cache" in output.keys() else output["past_key_values"]
+
+
+def _hf_decoder(model: torch.nn.Module) -> Decoder:
+    """A Decoder through the model's own forward and cache (any causal LM)."""
+    cache_kw = "cache" if _accepts(model, "cache") else "past_key_values"
+    last_only = {"logits_to_keep": 1} if _accepts(model, "logits_to_keep") else {}
+    cache: dict[str, Any] = {}
+
+    def step(ids: torch.Tensor, position: int) -> torch.Tensor:
+        past = {cache_kw: cache["kv"]} if position else {}
+        out = model(input_ids=ids, use_cache=True, **last_only, **past)
+        cache["kv"] = _cache_of(out)
+        return out.logits[:, -1]
+
+    return step
+
+
+class _StaticCache:
+    """Preallocated keys and values, one [B, heads, T, head_dim] pair per layer, filled through ``update``.
+
+    GPT-2's attention layers call ``update`` with the new positions' keys and values and attend to
+    what it returns; ``filled`` is the number of positions written before the current forward.
+    """
+
+    def __init__(self, layers: int, length: int) -> None:
+        self.layers, self.length, self.filled = layers, length, 0
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+
+    def update(self, key: torch.Tensor, value: torch.Tensor, layer: int, **_: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write key, value [B, heads, q, head_dim] at filled..filled+q-1; return [B, heads, filled+q, head_dim]."""
+        if layer == len(self.keys):
+            batch, heads, _, dim = key.shape
+            self.keys.append(key.new_empty(batch, heads, self.length, dim))
+            self.values.append(value.new_empty(batch, heads, self.length, dim))
+        end = self.filled + key.shape[2]
+        self.keys[layer][:, :, self.filled:end] = key
+        self.values[layer][:, :, self.filled:end] = value
+        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
+
+
+def _gpt2_decoder(model: torch.nn.Module, length: int) -> Decoder | None:
+    """A Decoder that runs a GPT2LMHeadModel's own blocks over a ``_StaticCache`` of ``length`` positions.
+
+    The same function as the model's forward, without HF's per-call cache and mask machinery (which
+    costs more than a 2-layer model's arithmetic); the last layer norm and lm_head see only the last
+    position. None for any other model, or for attention other than sdpa (which masks causally when
+    given no mask).
+    """
+    from transformers import GPT2LMHeadModel
+
+    config = getattr(model, "config", None)
+    if not isinstance(model, GPT2LMHeadModel) or config._attn_implementation != "sdpa" or config.add_cross_attention:
+        return None
+    body, cache = model.transformer, _StaticCache(config.n_layer, length)
+
+    def step(ids: torch.Tensor, position: int) -> torch.Tensor:
+        cache.filled = position
+        hidden = body.wte(ids) + body.wpe(torch.arange(position, position + ids.shape[1], device=ids.device))
+        for block in body.h:
+            hidden = block(hidden, cache)
+        return model.lm_head(body.ln_f(hidden[:, -1]))
+
+    return step
 
 
 @torch.no_grad()
@@ -237,28 +321,30 @@ def sample_replies(model: torch.nn.Module, prompt_ids: torch.Tensor, length: int
     """Sample ``length`` tokens after each prompt at temperature 1 with a KV cache.
 
     prompt_ids [B, P] -> ids [B, P + length], action_mask [B, P + length] (1 on sampled tokens up to
-    and including the first end-of-text; the tokens after it are ``pad_id`` with mask 0).
+    and including the first end-of-text; the tokens after it are ``pad_id`` with mask 0). Each token
+    is argmax(logits + Gumbel noise), an exact draw from softmax(logits) (banned ids, at -inf, never
+    win); the noise [length, B, V] is drawn in one call, several times cheaper than a multinomial per step.
     """
     model = unwrap(model)
-    cache_kw = "cache" if _accepts(model, "cache") else "past_key_values"
     batch, start = prompt_ids.shape
+    decoder = _gpt2_decoder(model, start + length) or _hf_decoder(model)
     ids = torch.empty(batch, start + length, dtype=torch.long, device=prompt_ids.device)
     ids[:, :start] = prompt_ids
     mask = torch.zeros_like(ids)
     alive = torch.ones(batch, dtype=torch.bool, device=ids.device)
-    last_only = {"logits_to_keep": 1} if _accepts(model, "logits_to_keep") else {}
     with autocast(ids.device):
-        out = model(input_ids=prompt_ids, use_cache=True, **last_only)
+        logits = decoder(prompt_ids, 0)
+    uniform = torch.rand(length, *logits.shape, generator=generator, device=ids.device)
+    gumbel = uniform.log_().neg_().log_().neg_()
     for t in range(length):
-        logits = restrict(_full_precision(out.logits[:, -1]), banned)
-        token = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator).squeeze(-1)
+        token = (restrict(_full_precision(logits), banned) + gumbel[t]).argmax(-1)
         ids[:, start + t] = torch.where(alive, token, torch.full_like(token, pad_id))
         mask[:, start + t] = alive.long()
         if eos_id is not None:
             alive &= token != eos_id
         if t + 1 < length:
             with autocast(ids.device):
-                out = model(input_ids=ids[:, start + t:start + t + 1], use_cache=True, **{cache_kw: _cache_of(out)})
+                logits = decoder(ids[:, start + t:start + t + 1], start + t)
     return ids, mask
 
 
@@ -329,7 +415,7 @@ def rl_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: T
                          "replies per prompt on the same process")
     if cfg.beta > 0 and batch.ref_logp is None:
         raise ValueError("beta > 0 needs batch.ref_logp (the reference model's log-probs of the batch)")
-    logits = restrict(reply_logits(model, batch.ids, prompt_length), banned)
+    logits = restrict(reply_logits(model, batch.ids, prompt_length, group_size), banned)
     logp = torch.where(batch.action_mask.bool(), token_logp(logits, batch.ids, prompt_length), 0.0)
     mask = batch.action_mask.to(logp.dtype)
     ref_logp = batch.ref_logp.to(logp.dtype) if batch.ref_logp is not None else logp.detach()
@@ -489,7 +575,23 @@ def load_model(cfg: RLConfig, progress: bool = True) -> tuple[torch.nn.Module, A
     except OSError as err:
         raise ValueError(f"cannot load --model {cfg.model}: {err}".splitlines()[0] +
                          "; pass a folder written by save_pretrained (no network is used)") from err
-    return model, tokenizer
+    return fuse_activations(model), tokenizer
+
+
+def fuse_activations(model: torch.nn.Module) -> torch.nn.Module:
+    """Swap each ``gelu_new`` module (GPT-2's tanh GELU, six elementwise kernels) for ``GELUTanh``, in place.
+
+    The same function in one fused kernel (``F.gelu(approximate="tanh")``; equal up to float rounding):
+    it roughly halves the MLP's elementwise time in sampling, scoring and backward. The saved config
+    still names gelu_new, so a reloaded model computes the same function.
+    """
+    from transformers.activations import GELUTanh, NewGELUActivation
+
+    for module in list(model.modules()):
+        for name, child in module.named_children():
+            if isinstance(child, NewGELUActivation):
+                setattr(module, name, GELUTanh())
+    return model
 
 
 def prompt_tensors(cfg: RLConfig, tokenizer: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -664,7 +766,7 @@ def _train(cfg: RLConfig, device: torch.device, rank: int, size: int, reward: Ca
         ref_logp = None
         if cfg.beta > 0:
             with torch.no_grad():
-                ref_logits = restrict(reply_logits(ref, ids, cfg.prompt_length), banned)
+                ref_logits = restrict(reply_logits(ref, ids, cfg.prompt_length, cfg.num_generations), banned)
                 ref_logp = torch.where(mask.bool(), token_logp(ref_logits, ids, cfg.prompt_length), 0.0)
         batch = make_batch(ids, mask, cfg.prompt_length, cfg.num_generations, reward(texts), ref_logp)
         metrics = rl_update(model, optimizer, batch, cfg, prompt_length=cfg.prompt_length, banned=banned, ema=ema)
