@@ -4,9 +4,7 @@ import pytest
 import torch
 
 from pglab.agents import (
-    build_tokenizer,
     encode_episode,
-    make_base_agent,
     rollout_batch,
     rollout_stats,
     sequence_log_probs,
@@ -14,43 +12,27 @@ from pglab.agents import (
 from pglab.agents.rollout import collate, length_chunks, render_episode
 from pglab.envs.bugfix import BugFixEnv, make_tasks, scripted_policy, scripted_rollout
 from pglab.rollout import POLICY, PROMPT, TOOL
-from pglab.threads import single_torch_thread
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    with single_torch_thread():
-        yield
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return build_tokenizer(make_tasks("all"))
-
-
-@pytest.fixture(scope="module")
-def model(tok):
-    """A briefly cloned agent (cached on disk): mostly valid calls, episodes of different lengths."""
-    return make_base_agent(tok, steps=60, episodes_per_task=2)
-
-
-def play(model, tok, n, seed, use_cache=True, max_call_tokens=6):
+def play(cloned_agent, tok, n, seed, use_cache=True, max_call_tokens=6):
     tasks = make_tasks("train")
     picked = [tasks[i % len(tasks)] for i in range(n)]
-    return rollout_batch(model, [BugFixEnv(tasks) for _ in picked], tok, torch.Generator().manual_seed(seed),
+    return rollout_batch(cloned_agent, [BugFixEnv(tasks) for _ in picked], tok, torch.Generator().manual_seed(seed),
                          tasks=picked, max_call_tokens=max_call_tokens, use_cache=use_cache)
 
 
-def test_kv_cache_rollout_equals_recomputing_every_prefix(model, tok):
-    fast, slow = play(model, tok, 12, seed=3), play(model, tok, 12, seed=3, use_cache=False)
+def test_kv_cache_rollout_equals_recomputing_every_prefix(cloned_agent, tok):
+    fast, slow = play(cloned_agent, tok, 12, seed=3), play(cloned_agent, tok, 12, seed=3, use_cache=False)
     assert torch.equal(fast.ids, slow.ids) and torch.equal(fast.owner, slow.owner)
     assert torch.allclose(fast.logp_old, slow.logp_old, atol=1e-5)
-    recomputed = sequence_log_probs(model, fast).detach()
+    recomputed = sequence_log_probs(cloned_agent, fast).detach()
     assert torch.allclose(recomputed * fast.action_mask, fast.logp_old, atol=1e-5)
 
 
-def test_layout_matches_the_env_transcript(model, tok):
-    batch = play(model, tok, 10, seed=4)
+def test_layout_matches_the_env_transcript(cloned_agent, tok):
+    batch = play(cloned_agent, tok, 10, seed=4)
     assert torch.equal(batch.action_mask, (batch.owner == POLICY).float()) and not batch.action_mask[:, 0].any()
     for b, info in enumerate(batch.info):
         ids, owner = batch.ids[b].tolist(), batch.owner[b].tolist()
@@ -83,21 +65,22 @@ def test_scripted_episode_encoding_matches_a_rollout_layout(tok):
                      "action_tokens": 13.0}
 
 
-def test_chunked_log_probs_equal_one_padded_pass(model, tok):
-    batch = play(model, tok, 9, seed=5)
-    whole = sequence_log_probs(model, batch.ids)
-    chunked = sequence_log_probs(model, batch, chunk_tokens=64)
+def test_chunked_log_probs_equal_one_padded_pass(cloned_agent, tok):
+    batch = play(cloned_agent, tok, 9, seed=5)
+    whole = sequence_log_probs(cloned_agent, batch.ids)
+    chunked = sequence_log_probs(cloned_agent, batch, chunk_tokens=64)
     assert torch.allclose(whole * batch.attention_mask, chunked * batch.attention_mask, atol=1e-5)
     lengths = torch.tensor([5, 50, 7, 49, 1])
     chunks = length_chunks(lengths, 100)
     assert sorted(torch.cat(chunks).tolist()) == [0, 1, 2, 3, 4] and chunks[0].tolist() == [1, 3]
 
 
-def test_finished_rows_leave_the_batch(model, tok):
+def test_finished_rows_leave_the_batch(cloned_agent, tok):
     seen = []
-    hook = model.register_forward_pre_hook(lambda m, args, kwargs: seen.append(args[0].shape[0]), with_kwargs=True)
+    hook = cloned_agent.register_forward_pre_hook(lambda m, args, kwargs: seen.append(args[0].shape[0]),
+                                                  with_kwargs=True)
     try:
-        batch = play(model, tok, 8, seed=6)
+        batch = play(cloned_agent, tok, 8, seed=6)
     finally:
         hook.remove()
     turns = [info["n_turns"] for info in batch.info]

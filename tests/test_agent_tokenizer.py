@@ -8,11 +8,6 @@ from pglab.agents.tokenizer import SPECIALS, Tokenizer, build_tokenizer, environ
 from pglab.envs.bugfix import CALLS, make_tasks
 
 
-@pytest.fixture(scope="module")
-def tok():
-    return build_tokenizer(make_tasks("all"))
-
-
 def test_calls_round_trip_and_special_ids(tok):
     for call in CALLS:
         assert tok.decode(tok.encode(call)) == call

@@ -10,27 +10,12 @@ import textwrap
 import pytest
 import torch
 
-from pglab.agents import TinyAgent, build_tokenizer, make_base_agent
+from pglab.agents import TinyAgent
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import group_normalize, leave_one_out
-from pglab.threads import single_torch_thread
 from pglab.trainers.reinforce import CHECKPOINT, LOG, advantages, load_checkpoint, save_checkpoint, train_reinforce
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    with single_torch_thread():
-        yield
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return build_tokenizer(make_tasks("all"))
-
-
-@pytest.fixture(scope="module")
-def base(tok):
-    return make_base_agent(tok, steps=60, episodes_per_task=2)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def small_run(model, tok, **kwargs):
@@ -46,14 +31,14 @@ def test_advantages_use_the_estimators():
     assert torch.equal(advantages(rewards, "grpo", 0.0, 3), group_normalize(rewards.view(2, 3)).flatten())
 
 
-def test_resumed_run_reproduces_the_uninterrupted_one(base, tok, tmp_path):
-    whole, first = TinyAgent(config=base.config), TinyAgent(config=base.config)
-    whole.load_state_dict(base.state_dict())
-    first.load_state_dict(base.state_dict())
+def test_resumed_run_reproduces_the_uninterrupted_one(cloned_agent, tok, tmp_path):
+    whole, first = TinyAgent(config=cloned_agent.config), TinyAgent(config=cloned_agent.config)
+    whole.load_state_dict(cloned_agent.state_dict())
+    first.load_state_dict(cloned_agent.state_dict())
     straight = small_run(whole, tok, out=tmp_path / "straight")
     stopped = small_run(first, tok, out=tmp_path / "stopped", stop_at=3)
     assert len(stopped["history"]) == 3 and load_checkpoint(tmp_path / "stopped" / CHECKPOINT)["step"] == 3
-    second = TinyAgent(config=base.config)                                      # a fresh process would start here
+    second = TinyAgent(config=cloned_agent.config)                         # a fresh process would start here
     resumed = small_run(second, tok, out=tmp_path / "stopped", resume=True)
     assert resumed["resumed_from"] == 3
 
@@ -66,12 +51,12 @@ def test_resumed_run_reproduces_the_uninterrupted_one(base, tok, tmp_path):
     lines = [json.loads(line) for line in (tmp_path / "stopped" / LOG).read_text().splitlines()]
     assert [row["step"] for row in lines] == list(range(6))
     with pytest.raises(ValueError, match="written with"):
-        small_run(TinyAgent(config=base.config), tok, out=tmp_path / "stopped", resume=True, lr=1e-3)
+        small_run(TinyAgent(config=cloned_agent.config), tok, out=tmp_path / "stopped", resume=True, lr=1e-3)
 
 
-def test_grouped_advantages_and_bad_settings(base, tok):
-    model = TinyAgent(config=base.config)
-    model.load_state_dict(base.state_dict())
+def test_grouped_advantages_and_bad_settings(cloned_agent, tok):
+    model = TinyAgent(config=cloned_agent.config)
+    model.load_state_dict(cloned_agent.state_dict())
     run = small_run(model, tok, steps=1, advantage="grpo", group_size=4, eval_every=10)
     assert run["history"][0]["step"] == 0
     with pytest.raises(ValueError, match="unknown advantage"):

@@ -19,6 +19,7 @@ import torch
 
 from pglab.agents import build_tokenizer, make_base_agent, sequence_log_probs
 from pglab.agents.probe import episode_gradients
+from pglab.envs.bandit import GaussianBandit
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import batch_cosine, reinforce_loss
 from pglab.result import Result
@@ -65,7 +66,7 @@ def detach_errors(config: Config) -> dict[str, float]:
     logits = torch.tensor(config.bandit_logits, dtype=torch.float64, requires_grad=True)
     reward_of = torch.tensor(config.bandit_rewards, dtype=torch.float64)
     probs = torch.softmax(logits, -1)
-    exact = torch.autograd.grad((probs * reward_of).sum(), logits, retain_graph=True)[0]
+    exact = GaussianBandit(config.bandit_rewards, sd=0.0).exact_gradient(logits.detach())   # pi * (r - J)
     gen = torch.Generator().manual_seed(config.seed)
     actions = torch.multinomial(probs.detach(), config.bandit_samples, replacement=True, generator=gen)
     logp = torch.log_softmax(logits, -1)[actions][None]                              # [1, N]
@@ -75,8 +76,8 @@ def detach_errors(config: Config) -> dict[str, float]:
     attached = -((reward_of[actions] - baseline) * logp[0]).mean()                  # the bug: A keeps its graph
     out = {}
     for name, loss in (("detached", detached), ("attached", attached)):
-        estimate = -torch.autograd.grad(loss, logits, retain_graph=True)[0]
-        out[name] = float((estimate - exact).norm() / exact.norm())
+        (loss_grad,) = torch.autograd.grad(loss, logits, retain_graph=True)
+        out[name] = float((loss_grad + exact).norm() / exact.norm())       # the estimate is minus loss_grad
     return out
 
 
