@@ -1,5 +1,6 @@
 """Scale-out: a DDP step over 2 gloo processes equals one single-process step on the whole batch; torchrun runs."""
 
+import gc
 import os
 import shutil
 import socket
@@ -76,6 +77,8 @@ def _worker(rank: int, world: int, folder: str, port: int, out: str) -> None:
             results.append(_one_step(model, local, setting, DistributedDataParallel(model)))
         if rank == 0:
             torch.save(results, out)
+        gc.collect()                             # DDP reducers die while their process group is alive
+        dist.barrier()                           # no rank tears gloo down while the other still talks to it
     finally:
         dist.destroy_process_group()
 

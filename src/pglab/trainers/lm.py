@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
+import gc
 import inspect
 import json
 import math
@@ -689,6 +690,7 @@ def train_lm(cfg: RLConfig, *, reward: Callable | None = None, log: Callable[[di
     try:
         run = _train(cfg, device, rank, size, reward or make_reward(cfg.reward, device), log, progress)
         if joined:
+            gc.collect()                   # free the DDP reducer while its process group still exists
             dist.barrier()                 # no rank leaves while another still talks to it (gloo aborts then)
         return run
     finally:
