@@ -13,6 +13,7 @@ from pglab.stats import (
     bootstrap_se,
     half_unit,
     mean_gap,
+    rank_sum_p,
     sd_ratio,
     standard_error,
     variance_gap,
@@ -122,3 +123,74 @@ def test_bootstrap_counts_resample_like_bootstrap_se():
     assert np.std(counts @ x / 400, ddof=1) == pytest.approx(x.std(ddof=1) / 20, rel=0.1)
     with pytest.raises(ValueError, match="at least 2"):
         bootstrap_counts(1, 10, np.random.default_rng(0))
+
+
+def _rank_sum_p_loop(low, high) -> float:
+    """Reference: enumerate every split of the pooled values and count U with plain loops."""
+    from itertools import combinations
+
+    pooled = list(low) + list(high)
+
+    def u(lo, hi):
+        return sum((h > x) + 0.5 * (h == x) for x in lo for h in hi)
+
+    observed, count, total = u(low, high), 0, 0
+    for chosen in combinations(range(len(pooled)), len(high)):
+        hi = [pooled[i] for i in chosen]
+        lo = [pooled[i] for i in range(len(pooled)) if i not in chosen]
+        count += u(lo, hi) >= observed
+        total += 1
+    return count / total
+
+
+def _u_tail_no_ties(nl: int, nh: int, observed: int) -> float:
+    """P(U >= observed) without ties by the classic recurrence on the largest pooled value."""
+    from functools import lru_cache
+
+    @lru_cache(None)
+    def ways(a: int, b: int, u: int) -> int:     # orderings of a low and b high values with U = u
+        if u < 0:
+            return 0
+        if a == 0 or b == 0:
+            return int(u == 0)
+        return ways(a, b - 1, u - a) + ways(a - 1, b, u)   # the largest value is high (beats all a lows) or low
+
+    return sum(ways(nl, nh, u) for u in range(observed, nl * nh + 1)) / math.comb(nl + nh, nh)
+
+
+def test_rank_sum_p_closed_forms_for_separated_groups():
+    assert rank_sum_p([232, 81, 77, 59], [323, 493, 488, 252]) == pytest.approx(1 / 70)
+    assert rank_sum_p([32, 46, 36], [306, 98, 204]) == pytest.approx(1 / 20)
+    assert rank_sum_p([323, 493, 488, 252], [232, 81, 77, 59]) == 1.0     # the other way round: no evidence
+    assert rank_sum_p([1.0, 2.0], [1.0, 2.0]) == pytest.approx(5 / 6)     # ties count 1/2
+
+
+def test_rank_sum_p_equals_the_plain_loop_with_ties():
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        nl, nh = rng.integers(1, 6, size=2)
+        low, high = rng.integers(0, 4, nl).astype(float), rng.integers(1, 5, nh).astype(float)
+        assert rank_sum_p(low, high) == pytest.approx(_rank_sum_p_loop(low, high), abs=1e-12), (low, high)
+
+
+def test_rank_sum_p_random_splits_match_the_exact_tail():
+    """10 vs 10 has 184,756 splits, so random splits are drawn: within 4 binomial se of the exact tail."""
+    rng = np.random.default_rng(5)
+    low, high = rng.normal(size=10), rng.normal(0.8, 1.0, size=10)
+    observed = int(sum(h > x for x in low for h in high))
+    exact = _u_tail_no_ties(10, 10, observed)
+    assert rank_sum_p(low, high, resamples=20_000) == pytest.approx(exact, abs=4 * binomial_se(exact, 20_000) + 1e-12)
+
+
+def test_rank_sum_p_level_under_the_null():
+    """With 4 iid runs per group, p <= 0.05 happens exactly when U >= 15, probability 2/70 (within 3 se)."""
+    rng = np.random.default_rng(6)
+    hits = np.mean([rank_sum_p(rng.normal(size=4), rng.normal(size=4)) <= 0.05 for _ in range(REPEATS * 5)])
+    assert hits == pytest.approx(2 / 70, abs=3 * binomial_se(2 / 70, REPEATS * 5))
+
+
+def test_rank_sum_p_refuses_empty_or_nan_groups():
+    with pytest.raises(ValueError, match="at least one value"):
+        rank_sum_p([], [1.0])
+    with pytest.raises(ValueError, match="finite"):
+        rank_sum_p([1.0, float("nan")], [2.0])
