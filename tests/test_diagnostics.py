@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from pglab.estimators import batch_cosine, cosine, squared_deviations, total_variance
+from pglab.estimators import batch_cosine, cosine, pair_cosines, squared_deviations, total_variance
 from pglab.stats import bootstrap_se, standard_error
 
 
@@ -52,3 +52,23 @@ def test_batch_cosine_signal_and_noise():
     cos = batch_cosine(noise, [20], pairs=pairs, generator=gen)[20]
     # The cosine of two independent isotropic vectors in 50 dimensions has sd 1/sqrt(50).
     assert abs(cos) <= 3 * (1 / 50**0.5) / pairs**0.5
+
+
+def test_pair_cosines_equal_the_plain_loop_over_batch_means():
+    """The Gram-matrix cosines equal forming both [P] means and taking their cosine, with the same draws."""
+    per_sample = torch.randn(30, 7, generator=torch.Generator().manual_seed(1), dtype=torch.float64) + 0.3
+    fast = pair_cosines(per_sample, 6, 25, torch.Generator().manual_seed(2))
+    gen = torch.Generator().manual_seed(2)
+    for value in fast:
+        order = torch.randperm(30, generator=gen)
+        first, second = per_sample[order[:6]].mean(0), per_sample[order[6:12]].mean(0)
+        assert float(value) == pytest.approx(cosine(first, second), abs=1e-12)
+
+
+def test_pair_cosines_refuse_bad_sizes():
+    x = torch.ones(10, 3)
+    for size, pairs in ((6, 1), (0, 1), (2, 0)):
+        with pytest.raises(ValueError, match="batch size|pairs"):
+            pair_cosines(x, size, pairs, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match=r"\[N, P\]"):
+        pair_cosines(torch.ones(10), 2, 1, torch.Generator().manual_seed(0))

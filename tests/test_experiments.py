@@ -10,10 +10,9 @@ import pytest
 from pglab.experiments import experiment_names, get_experiment
 from pglab.threads import single_torch_thread
 
-NO_FIGURE = {"loo-enumeration", "repair-mdp-gradient", "tinyagent-masking", "tinyagent-reward-to-go", "design-problems"}
+NO_FIGURE = {"loo-enumeration", "repair-mdp-gradient", "tinyagent-masking", "tinyagent-reward-to-go"}
 """Experiments whose results are tables only."""
 SMOKE_ONLY = {
-    "design-problems": "the batch-cosine claim needs 240 episodes; the detach and guard parts are unit-tested",
     "tinyagent-reinforce": "the training claims need 80 steps x 64 episodes; the trainer is tested on its own",
 }
 """Experiments whose claims need the full size: at QUICK size they must run and state claims, not hold them."""

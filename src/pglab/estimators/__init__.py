@@ -5,7 +5,7 @@ Returns (``backward_scan``, ``discounted_returns``, ``gae``), baselines (``leave
 (``masked_mean``, ``aggregate_loss``, ``reinforce_loss``), the KL
 penalty (``kl_estimate``, ``exact_kl``, ``kl_shaped_rewards``), closed-form scores
 (``softmax_score``, ``gaussian_score``) and diagnostics (``total_variance``, ``squared_deviations``,
-``cosine``, ``batch_cosine``).
+``cosine``, ``pair_cosines``, ``batch_cosine``).
 """
 
 from pglab.estimators.baselines import (
@@ -15,7 +15,7 @@ from pglab.estimators.baselines import (
     normalize,
     optimal_constant_baseline,
 )
-from pglab.estimators.diagnostics import batch_cosine, cosine, squared_deviations, total_variance
+from pglab.estimators.diagnostics import batch_cosine, cosine, pair_cosines, squared_deviations, total_variance
 from pglab.estimators.kl import exact_kl, kl_estimate, kl_shaped_rewards
 from pglab.estimators.losses import aggregate_loss, masked_mean, reinforce_loss
 from pglab.estimators.returns import backward_scan, discounted_returns, gae
@@ -38,6 +38,7 @@ __all__ = [
     "masked_mean",
     "normalize",
     "optimal_constant_baseline",
+    "pair_cosines",
     "reinforce_loss",
     "softmax_score",
     "squared_deviations",

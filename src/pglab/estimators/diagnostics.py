@@ -34,27 +34,37 @@ def cosine(x: torch.Tensor, y: torch.Tensor) -> float:
     return float(torch.nn.functional.cosine_similarity(x.flatten(), y.flatten(), dim=0))
 
 
+def pair_cosines(per_sample: torch.Tensor, size: int, pairs: int, generator: torch.Generator) -> torch.Tensor:
+    """Cosine between the means of two disjoint random batches of ``size`` samples, for ``pairs`` draws.
+
+    per_sample [N, P] -> [pairs]. Near 0: one batch's gradient is mostly noise; near 1: signal.
+    Every mean is a weighted sum of rows, so one Gram matrix G = X X^T [N, N] gives all the dot
+    products (a^T G b) without forming a single [P] mean: P can be a whole network's parameters.
+    """
+    per_sample = tensor("per_sample", per_sample)
+    check_finite("per_sample", per_sample)
+    if per_sample.dim() != 2:
+        raise ValueError(f"per_sample must be [N, P], got shape {tuple(per_sample.shape)}")
+    n = per_sample.shape[0]
+    if size < 1 or 2 * size > n:
+        raise ValueError(f"batch size {size} needs {2 * size} samples for a disjoint pair, have {n}")
+    if pairs < 1:
+        raise ValueError(f"pairs must be >= 1, got {pairs}")
+    rows = per_sample.double()
+    gram = rows @ rows.T                                                          # [N, N]
+    orders = torch.stack([torch.randperm(n, generator=generator) for _ in range(pairs)])  # [pairs, N]
+    first = torch.zeros(pairs, n, dtype=torch.float64).scatter_(1, orders[:, :size], 1.0 / size)
+    second = torch.zeros(pairs, n, dtype=torch.float64).scatter_(1, orders[:, size:2 * size], 1.0 / size)
+    dot = ((first @ gram) * second).sum(1)
+    norms = ((first @ gram) * first).sum(1).clamp_min(0).sqrt() * ((second @ gram) * second).sum(1).clamp_min(0).sqrt()
+    return dot / norms.clamp_min(1e-12)
+
+
 def batch_cosine(
     per_sample: torch.Tensor,
     sizes: list[int],
     pairs: int,
     generator: torch.Generator,
 ) -> dict[int, float]:
-    """Mean cosine between the means of two disjoint random batches, for each batch size.
-
-    per_sample [N, P]; for every size s (2 s <= N), ``pairs`` random disjoint pairs of batches of
-    s samples -> {s: mean cosine}. Near 0: one batch's gradient is mostly noise; near 1: signal.
-    """
-    n = per_sample.shape[0]
-    out = {}
-    for size in sizes:
-        if 2 * size > n:
-            raise ValueError(f"batch size {size} needs {2 * size} samples for a disjoint pair, have {n}")
-        cosines = []
-        for _ in range(pairs):
-            order = torch.randperm(n, generator=generator)
-            first = per_sample[order[:size]].mean(0)
-            second = per_sample[order[size:2 * size]].mean(0)
-            cosines.append(torch.nn.functional.cosine_similarity(first, second, dim=0))
-        out[size] = float(torch.stack(cosines).mean())
-    return out
+    """Mean of ``pair_cosines`` for each batch size: per_sample [N, P] -> {size: mean cosine}."""
+    return {size: float(pair_cosines(per_sample, size, pairs, generator).mean()) for size in sizes}
