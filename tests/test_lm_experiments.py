@@ -35,4 +35,7 @@ def test_lm_kl_quick_shows_the_collapse_and_the_leash():
     check = result.tables["worked_example_check"][0]
     assert check["sums_agree"] and check["beta"] == 0.05
     assert {"curves"} <= set(result.figures)
-    assert result.checks and result.passed, result.failed_checks()
+    full_size_only = ("exact KL at the end", "beta = 0.05: exact KL stops growing")
+    assert sum(c.claim.startswith(full_size_only) for c in result.checks) == 2
+    held = [c for c in result.checks if not c.claim.startswith(full_size_only)]
+    assert len(held) == 5 and all(c.passed for c in held), [c for c in held if not c.passed]
