@@ -29,25 +29,31 @@ def track(items: Iterable[T], description: str, total: int | None = None) -> Ite
 
 
 class Counter:
-    """A manually advanced progress bar: ``with Counter("seeds", total=20) as c: c.advance()``."""
+    """A manually advanced progress bar: ``with Counter("seeds", total=20) as c: c.advance()``.
 
-    def __init__(self, description: str, total: int):
-        self.description, self.total = description, total
+    ``completed`` starts the bar part-way (a resumed run); ``advance(status=...)`` shows a line of
+    metrics after the bar; ``show=False`` keeps it silent whatever the terminal.
+    """
+
+    def __init__(self, description: str, total: int, *, completed: int = 0, show: bool = True):
+        self.description, self.total, self.completed, self.show = description, total, completed, show
         self._progress = None
         self._task = None
 
     def __enter__(self) -> Counter:
-        if progress_enabled():
-            from rich.progress import Progress
+        if self.show and progress_enabled():
+            from rich.progress import Progress, TextColumn
 
-            self._progress = Progress(transient=True)
+            self._progress = Progress(*Progress.get_default_columns(), TextColumn("{task.fields[status]}"),
+                                      transient=True)
             self._progress.start()
-            self._task = self._progress.add_task(self.description, total=self.total)
+            self._task = self._progress.add_task(self.description, total=self.total, completed=self.completed,
+                                                 status="")
         return self
 
-    def advance(self, n: int = 1) -> None:
+    def advance(self, n: int = 1, status: str | None = None) -> None:
         if self._progress is not None:
-            self._progress.advance(self._task, n)
+            self._progress.update(self._task, advance=n, **({} if status is None else {"status": status}))
 
     def __exit__(self, *exc) -> None:
         if self._progress is not None:

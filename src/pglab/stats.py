@@ -120,7 +120,6 @@ def bootstrap_counts(n: int, resamples: int, rng: np.random.Generator) -> np.nda
     return rng.multinomial(n, np.full(n, 1.0 / n), size=resamples)
 
 
-
 def rank_sum_p(low: np.ndarray, high: np.ndarray, resamples: int = 20_000, seed: int = 0) -> float:
     """One-sided p-value that ``high`` [Nh] tends to exceed ``low`` [Nl] (Mann-Whitney U, exact under ties).
 

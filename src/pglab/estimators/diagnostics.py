@@ -55,8 +55,9 @@ def pair_cosines(per_sample: torch.Tensor, size: int, pairs: int, generator: tor
     orders = torch.stack([torch.randperm(n, generator=generator) for _ in range(pairs)])  # [pairs, N]
     first = torch.zeros(pairs, n, dtype=torch.float64).scatter_(1, orders[:, :size], 1.0 / size)
     second = torch.zeros(pairs, n, dtype=torch.float64).scatter_(1, orders[:, size:2 * size], 1.0 / size)
-    dot = ((first @ gram) * second).sum(1)
-    norms = ((first @ gram) * first).sum(1).clamp_min(0).sqrt() * ((second @ gram) * second).sum(1).clamp_min(0).sqrt()
+    first_gram, second_gram = first @ gram, second @ gram                          # [pairs, N] each
+    dot = (first_gram * second).sum(1)
+    norms = ((first_gram * first).sum(1) * (second_gram * second).sum(1)).clamp_min(0).sqrt()
     return dot / norms.clamp_min(1e-12)
 
 

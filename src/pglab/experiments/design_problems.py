@@ -114,7 +114,7 @@ def run(config: Config, result: Result) -> None:
         rewards = probe.rewards.double()
         centred = (rewards - rewards.mean())[:, None] * scores
         gen = torch.Generator().manual_seed(config.seed)
-        measured = {size: pair_cosines(centred, size, config.pairs, gen).tolist() for size in config.sizes}
+        measured = {size: pair_cosines(centred, size, config.pairs, gen) for size in config.sizes}
 
         model = copy.deepcopy(base)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
@@ -132,8 +132,8 @@ def run(config: Config, result: Result) -> None:
 
     rows = []
     for size, values in measured.items():
-        rows.append({"batch": size, "mean_cosine": sum(values) / len(values),
-                     "se": float(standard_error(torch.tensor(values))), "book": BOOK["cosine"].get(size)})
+        rows.append({"batch": size, "mean_cosine": float(values.mean()), "se": float(standard_error(values)),
+                     "book": BOOK["cosine"].get(size)})
     result.tables["gradient_cosine"] = rows
     result.tables["detach"] = [{"baseline": k, "relative_error": v, "book": BOOK[k]} for k, v in errors.items()]
     result.tables["zero_advantage_step"] = [

@@ -35,7 +35,7 @@ from pglab.agents.rollout import MAX_CALL_TOKENS, MAX_OBS_TOKENS, call_name, ren
 from pglab.envs.bugfix import BugFixEnv, Task, exact_pass_rate, make_tasks
 from pglab.estimators import EMABaseline, group_normalize, leave_one_out, reinforce_loss
 from pglab.plots import new_figure
-from pglab.progress import progress_enabled
+from pglab.progress import Counter as ProgressBar
 from pglab.result import Result, provenance
 from pglab.rollout import TokenBatch
 from pglab.threads import single_torch_thread
@@ -108,30 +108,6 @@ def set_rng_states(states: dict[str, Any], generator: torch.Generator, envs: Seq
     random.setstate((version, tuple(internal), gauss))
     for env, state in zip(envs, states["envs"]):
         env.np_random.bit_generator.state = state
-
-
-class _Bar:
-    """A rich progress bar with the batch reward, the last held-out pass rate and the grad norm (terminal only)."""
-
-    def __init__(self, total: int, done: int, show: bool):
-        self.progress = None
-        if show and progress_enabled():
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.progress = Progress(TextColumn("REINFORCE"), BarColumn(), MofNCompleteColumn(),
-                                     TextColumn("{task.fields[status]}"), TimeRemainingColumn(), transient=True)
-            self.progress.start()
-            self.task = self.progress.add_task("train", total=total, completed=done, status="")
-
-    def update(self, row: dict[str, Any], heldout: float | None) -> None:
-        if self.progress is not None:
-            held = "-" if heldout is None else f"{heldout:.2f}"
-            status = f"reward {row['reward']:.2f} | held-out pass {held} | grad norm {row['grad_norm']:.3f}"
-            self.progress.update(self.task, advance=1, status=status)
-
-    def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
 
 
 def train_reinforce(
@@ -219,38 +195,36 @@ def train_reinforce(
                             out / CHECKPOINT)
 
     began = time.perf_counter()
-    bar = _Bar(steps, start, progress)
-    try:
-        with single_torch_thread():
-            for step in range(start, steps):
-                heldout = evaluate(step) if step % eval_every == 0 else None
-                tick = time.perf_counter()
-                tasks = draw_tasks(train_tasks, batch_size, group, generator)
-                batch = rollout_batch(model, envs, tokenizer, generator, tasks=tasks, **rollout_options)
-                adv = advantages(batch.rewards, advantage, baseline.value, group)
-                loss = reinforce_loss(sequence_log_probs(model, batch), adv, batch.action_mask, mode, norm_const)
-                update = policy_gradient_step(model, optimizer, loss, max_grad_norm=max_grad_norm)
-                row = {"step": step, **rollout_stats(batch), "baseline": baseline.value, "loss": update["loss"],
-                       "grad_norm": update["grad_norm"], "skipped": update["skipped"], "heldout_pass": heldout,
-                       "seconds": time.perf_counter() - tick}
-                baseline.update(batch.rewards.mean())
-                history.append(row)
-                if out is not None:
-                    with open(out / LOG, "a") as f:
-                        f.write(json.dumps(row) + "\n")
-                bar.update(row, heldout if heldout is not None else (evals[-1]["pass_rate"] if evals else None))
-                done = step + 1
-                if stop_at is not None and done >= stop_at:
-                    checkpoint(done)
-                    break
-                if done % checkpoint_every == 0 and done < steps:
-                    checkpoint(done)
-            else:
-                if not evals or evals[-1]["step"] != steps:
-                    evaluate(steps)
-                checkpoint(steps)
-    finally:
-        bar.close()
+    with ProgressBar("REINFORCE", steps, completed=start, show=progress) as bar, single_torch_thread():
+        for step in range(start, steps):
+            heldout = evaluate(step) if step % eval_every == 0 else None
+            tick = time.perf_counter()
+            tasks = draw_tasks(train_tasks, batch_size, group, generator)
+            batch = rollout_batch(model, envs, tokenizer, generator, tasks=tasks, **rollout_options)
+            adv = advantages(batch.rewards, advantage, baseline.value, group)
+            loss = reinforce_loss(sequence_log_probs(model, batch), adv, batch.action_mask, mode, norm_const)
+            update = policy_gradient_step(model, optimizer, loss, max_grad_norm=max_grad_norm)
+            row = {"step": step, **rollout_stats(batch), "baseline": baseline.value, "loss": update["loss"],
+                   "grad_norm": update["grad_norm"], "skipped": update["skipped"], "heldout_pass": heldout,
+                   "seconds": time.perf_counter() - tick}
+            baseline.update(batch.rewards.mean())
+            history.append(row)
+            if out is not None:
+                with open(out / LOG, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+            held = "-" if not evals else f"{evals[-1]['pass_rate']:.2f}"
+            bar.advance(status=f"reward {row['reward']:.2f} | held-out pass {held} | grad norm "
+                               f"{row['grad_norm']:.3f}")
+            done = step + 1
+            if stop_at is not None and done >= stop_at:
+                checkpoint(done)
+                break
+            if done % checkpoint_every == 0 and done < steps:
+                checkpoint(done)
+        else:
+            if not evals or evals[-1]["step"] != steps:
+                evaluate(steps)
+            checkpoint(steps)
     return {"history": history, "evals": evals, "seconds": time.perf_counter() - began, "resumed_from": start}
 
 
