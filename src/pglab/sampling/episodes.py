@@ -38,7 +38,7 @@ def tool_tokens(tokenizer: Tokenizer, text: str, max_obs_tokens: int = MAX_OBS_T
 
 def encode_episode(tokenizer: Tokenizer, episode: Episode,
                    max_obs_tokens: int = MAX_OBS_TOKENS) -> tuple[list[int], list[int]]:
-    """A played (e.g. scripted) episode -> (ids, owner) in the rollout layout."""
+    """A played (e.g. scripted) episode -> (ids, owner) in the episode layout."""
     ids = prompt_tokens(tokenizer, episode.prompt)
     owner = [PROMPT] * len(ids)
     for k, (call, observation) in enumerate(zip(episode.calls, episode.observations)):
