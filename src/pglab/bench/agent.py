@@ -75,7 +75,8 @@ def run(quick: bool = False) -> Result:
                               "load_average_1min_after": os.getloadavg()[0]}]
     result.metrics.update({"kv_speedup": speedup, "demo_seconds": demo_s, "load_average_1min": load})
     result.check_range(f"KV-cache speed-up of the episode collector over recomputing every prefix, batch {batch}",
-                       speedup, low=TARGET_SPEEDUP, tolerance="acceptance: at least 3x; ratio in one run, median of rounds")
+                       speedup, low=TARGET_SPEEDUP,
+                       tolerance="acceptance: at least 3x; ratio in one run, median of rounds")
     result.check("the two collectors sampled the same tokens", sum(r["same_tokens"] for r in rows),
                  all(r["same_tokens"] for r in rows), f"{rounds} of {rounds}", "exact")
     result.check_range("pglab demo wall time, base agent included (seconds)", demo_s, high=DEMO_SECONDS,
