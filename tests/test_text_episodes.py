@@ -117,7 +117,8 @@ def test_scripted_episodes_encode_to_the_collected_layout(bpe):
 def test_user_environments_are_checked(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "badenv.py").write_text(
-        "class Env:\n    def reset(self, seed):\n        return 'x'\n    def step(self, text):\n        return 'x', 1.0\n"
+        "class Env:\n    def reset(self, seed):\n        return 'x'\n"
+        "    def step(self, text):\n        return 'x', 1.0\n"
         "def make_env():\n    return Env()\ndef not_an_env():\n    return 3\n")
     env = env_factory("badenv:make_env")("train")
     with pytest.raises(ValueError, match=r"must return \(observation: str, reward: float, done: bool, info: dict\)"):
