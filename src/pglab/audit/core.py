@@ -137,7 +137,7 @@ class Batches:
             shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
             raise LossError(f"loss_fn returned {shape}, not a scalar tensor; expected {SIGNATURE}")
         if not torch.isfinite(loss.detach()).all():
-            raise LossError(f"loss_fn returned {float(loss)}; expected a finite {SIGNATURE}")
+            raise LossError(f"loss_fn returned {float(loss.detach())}; expected a finite {SIGNATURE}")
         grad = torch.autograd.grad(loss.reshape(()), logp, allow_unused=True)[0] if loss.requires_grad else None
         if grad is None:
             raise LossError(f"loss_fn's result has no gradient path to logp (detached, or built from constants); "
