@@ -4,9 +4,10 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from pglab.agents import build_tokenizer, make_base_agent  # noqa: E402
 from pglab.envs.bugfix import make_tasks  # noqa: E402
+from pglab.models import build_tokenizer
 from pglab.threads import single_torch_thread  # noqa: E402
+from pglab.trainers.cloning import make_base_agent
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from pglab.agents import TinyAgent
 from pglab.cli import main
+from pglab.models import TinyAgent
 
 
 @pytest.mark.slow

@@ -2,9 +2,9 @@
 
 import torch
 
-from pglab.agents.probe import call_ends, call_starts, step_cost_rewards
+from pglab.batch import TokenBatch
 from pglab.estimators import discounted_returns
-from pglab.rollout import TokenBatch
+from pglab.trainers.probe import call_ends, call_starts, step_cost_rewards
 
 
 def test_call_costs_and_reward_to_go():

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from pglab.agents import KVCache, TinyAgent, TinyConfig
+from pglab.models import KVCache, TinyAgent, TinyConfig
 from pglab.threads import single_torch_thread
 
 

@@ -3,15 +3,11 @@
 import pytest
 import torch
 
-from pglab.agents import (
-    encode_episode,
-    rollout_batch,
-    rollout_stats,
-    sequence_log_probs,
-)
-from pglab.agents.rollout import collate, length_chunks, render_episode
+from pglab.batch import POLICY, PROMPT, TOOL
 from pglab.envs.bugfix import BugFixEnv, make_tasks, scripted_policy, scripted_rollout
-from pglab.rollout import POLICY, PROMPT, TOOL
+from pglab.models import TinyAgentPolicy
+from pglab.sampling.episodes import collate, collect_episodes, encode_episode, episode_stats, render_episode
+from pglab.sampling.scoring import length_chunks, sequence_log_probs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -19,8 +15,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def play(cloned_agent, tok, n, seed, use_cache=True, max_call_tokens=6):
     tasks = make_tasks("train")
     picked = [tasks[i % len(tasks)] for i in range(n)]
-    return rollout_batch(cloned_agent, [BugFixEnv(tasks) for _ in picked], tok, torch.Generator().manual_seed(seed),
-                         tasks=picked, max_call_tokens=max_call_tokens, use_cache=use_cache)
+    return collect_episodes(TinyAgentPolicy(cloned_agent, use_cache=use_cache), [BugFixEnv(tasks) for _ in picked], tok,
+                            torch.Generator().manual_seed(seed), tasks=picked, max_call_tokens=max_call_tokens)
 
 
 def test_kv_cache_rollout_equals_recomputing_every_prefix(cloned_agent, tok):
@@ -60,7 +56,7 @@ def test_scripted_episode_encoding_matches_a_rollout_layout(tok):
     assert tok.decode(policy) == " ".join(episode.calls)
     assert tok.decode(ids).startswith("<start> Issue : clamp")
     batch = collate([(ids, owner)], [episode.reward], tok.pad_id, info=[episode.info])
-    stats = rollout_stats(batch)
+    stats = episode_stats(batch)
     assert stats == {"reward": 1.0, "pass_rate": 1.0, "valid_calls": 1.0, "submit_rate": 1.0, "turns": 4.0,
                      "action_tokens": 13.0}
 
@@ -73,6 +69,8 @@ def test_chunked_log_probs_equal_one_padded_pass(cloned_agent, tok):
     lengths = torch.tensor([5, 50, 7, 49, 1])
     chunks = length_chunks(lengths, 100)
     assert sorted(torch.cat(chunks).tolist()) == [0, 1, 2, 3, 4] and chunks[0].tolist() == [1, 3]
+    grouped = length_chunks(torch.tensor([5, 50, 7, 9, 1, 2]), 100, group_size=2)     # groups' longest: 50, 9, 2
+    assert [c.tolist() for c in grouped] == [[0, 1], [2, 3, 4, 5]]
 
 
 def test_finished_rows_leave_the_batch(cloned_agent, tok):

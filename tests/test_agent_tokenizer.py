@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from pglab.agents.tokenizer import SPECIALS, Tokenizer, build_tokenizer, environment_texts, split_words
 from pglab.envs.bugfix import CALLS, make_tasks
+from pglab.models.tokenizer import SPECIALS, Tokenizer, build_tokenizer, environment_texts, split_words
 
 
 def test_calls_round_trip_and_special_ids(tok):

@@ -10,8 +10,9 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "pglab"
 UTILITIES = {"result", "stats", "plots", "progress", "threads"}
 """Shared helpers beside the layers: importable from any layer, importing no layer themselves."""
-RANKS = {"estimators": 0, "rollout": 1, "envs": 2, "agents": 3, "trainers": 4, "runner": 5, "report": 5,
-         "experiments": 6, "bench": 7, "web": 8, "cli": 9, "__main__": 9}
+RANKS = {"estimators": 0, "batch": 1, "distributed": 1, "data": 2, "envs": 3, "models": 4, "sampling": 5,
+         "trainers": 6, "runner": 7, "report": 7, "audit": 8, "experiments": 9, "bench": 10, "web": 11, "cli": 12,
+         "__main__": 12}
 """Layer of each top-level module or package of pglab, from SPEC's diagram (bottom = 0)."""
 
 
@@ -83,3 +84,61 @@ def test_list_imports_no_experiment_module():
             "and m != 'pglab.experiments.registry'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def calls(path: Path) -> list[tuple[str, ast.AST]]:
+    """(dotted name, node) of every call in ``path``: ``torch.save``, ``json.dumps``, ``leave_one_out``..."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            parts, target = [], node.func
+            while isinstance(target, ast.Attribute):
+                parts.append(target.attr)
+                target = target.value
+            if isinstance(target, ast.Name):
+                parts.append(target.id)
+            found.append((".".join(reversed(parts)), node))
+    return found
+
+
+def places(predicate) -> set[str]:
+    return {str(p.relative_to(SRC)) for p in modules() if any(predicate(name, node) for name, node in calls(p))}
+
+
+def json_lines(path: Path) -> bool:
+    """Whether ``path`` builds a JSON line: ``json.dumps(...) + "\\n"``."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            sides = (node.left, node.right)
+            if any(isinstance(s, ast.Call) and ast.unparse(s.func) == "json.dumps" for s in sides) and any(
+                    isinstance(s, ast.Constant) and s.value == "\n" for s in sides):
+                return True
+    return False
+
+
+def test_one_checkpoint_writer_resume_check_and_jsonl_writer():
+    savers = places(lambda name, _: name in ("torch.save", "torch.load"))
+    assert savers <= {"trainers/run_dir.py"}, savers
+    logs = {str(p.relative_to(SRC)) for p in modules() if json_lines(p) and own_top(p) != "envs"}
+    assert logs == {"trainers/run_dir.py"}, f"{logs}: the sandbox's wire protocol aside, JSON lines go through RunDir"
+    resume = {str(p.relative_to(SRC)) for p in modules() if "cannot resume" in p.read_text()}
+    assert resume == {"trainers/run_dir.py"}, resume
+
+
+def test_one_token_log_prob_function():
+    """log_softmax(...).gather(...) over token ids: scoring.py; the sampler's own draw; CartPole's actions."""
+    def token_logp(name, node):
+        return name.endswith("gather") and "log_softmax" in ast.unparse(node.func)
+    assert places(token_logp) <= {"sampling/scoring.py", "sampling/episodes.py", "trainers/cartpole.py"}
+
+
+def test_one_advantage_dispatcher():
+    """The advantage kinds are compared against in estimators/advantages.py alone."""
+    kinds = {"reinforce", "rloo", "grpo", "dr_grpo", "loo", "ema"}
+    found = set()
+    for path in modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value in kinds
+                                                     for c in [node.left, *node.comparators]):
+                found.add(str(path.relative_to(SRC)))
+    assert found <= {"estimators/advantages.py", "trainers/lm/config.py"}, found

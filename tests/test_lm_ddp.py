@@ -12,8 +12,11 @@ import torch
 
 pytest.importorskip("transformers")
 
-from pglab.trainers.lm import RLConfig, make_batch, reply_logits, rl_update, token_logp  # noqa: E402
-from pglab.trainers.lm_default import save_random_gpt2  # noqa: E402
+from pglab.models import HFPolicy  # noqa: E402
+from pglab.models.default_lm import save_random_gpt2  # noqa: E402
+from pglab.sampling.replies import reply_batch  # noqa: E402
+from pglab.sampling.scoring import sequence_log_probs  # noqa: E402
+from pglab.trainers.token_pg import pg_update  # noqa: E402
 
 PROMPT, REPLY, GROUP = 3, 5, 4
 SETTINGS = [  # (advantage, scale_rewards, kl_in, aggregation): every path that gathers or renormalises
@@ -22,12 +25,6 @@ SETTINGS = [  # (advantage, scale_rewards, kl_in, aggregation): every path that 
     ("reinforce", "group", "reward", "seq_mean_token_sum"),
     ("dr_grpo", "group", "loss", None),
 ]
-
-
-def _config(setting) -> RLConfig:
-    advantage, scale, kl_in, aggregation = setting
-    return RLConfig(num_generations=GROUP, prompts_per_step=4, advantage=advantage, scale_rewards=scale,
-                    kl_in=kl_in, aggregation=aggregation, beta=0.1, max_completion_length=REPLY, max_grad_norm=0.5)
 
 
 def _teacher_forced_batch(model):
@@ -39,10 +36,11 @@ def _teacher_forced_batch(model):
     mask[1, -2:] = 0                                     # one reply ended early
     scores = torch.randn(4 * GROUP, generator=gen, dtype=torch.float64)
     scores[4:8] = 0.5                                    # a group whose rewards tie
+    batch = reply_batch(ids, mask, PROMPT, GROUP, scores)
     with torch.no_grad():
-        ref = torch.where(mask.bool(), token_logp(reply_logits(model, ids, PROMPT), ids, PROMPT), 0.0)
-    return make_batch(ids, mask, PROMPT, GROUP, scores, ref + 0.05 * torch.randn(ref.shape, generator=gen,
-                                                                                 dtype=torch.float64) * mask)
+        ref = torch.where(mask.bool(), sequence_log_probs(model, ids, start=PROMPT), 0.0)
+    batch.ref_logp = ref + 0.05 * torch.randn(ref.shape, generator=gen, dtype=torch.float64) * mask
+    return batch
 
 
 def _load(folder):
@@ -52,11 +50,12 @@ def _load(folder):
 
 
 def _one_step(model, batch, setting, wrapped=None):
-    from pglab.estimators import EMABaseline
-
+    advantage, scale, kl_in, aggregation = setting
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    ema = EMABaseline(0.3, 0.9)
-    metrics = rl_update(wrapped or model, optimizer, batch, _config(setting), prompt_length=PROMPT, ema=ema)
+    mode = aggregation or ("constant" if advantage == "dr_grpo" else "token_mean")
+    metrics = pg_update(HFPolicy(wrapped or model), optimizer, batch, advantage=advantage, group_size=GROUP,
+                        baseline=0.3, beta=0.1, kl_in=kl_in, mode=mode, norm_const=4 * GROUP * REPLY, start=PROMPT,
+                        scale=scale, max_grad_norm=0.5, chunk_tokens=0)
     return {k: v.clone() for k, v in model.state_dict().items()}, metrics
 
 
@@ -110,15 +109,15 @@ def test_ddp_step_over_two_ranks_equals_one_process_step(folder, tmp_path):
             torch.testing.assert_close(ddp_params[name], params[name], atol=1e-6, rtol=0, msg=f"{setting} {name}")
         for key in ("reward", "kl_k1", "zero_adv_groups", "loss", "grad_norm"):
             assert ddp_metrics[key] == pytest.approx(metrics[key], abs=1e-9), (setting, key)
-        # the tied group has all-zero advantages, unless the per-token k1 penalty shapes its returns
-        assert metrics["zero_adv_groups"] == (0.25 if setting[2] == "loss" else 0.0)
+        # the tied group's scores carry no advantage (wherever the KL goes), unless a running baseline is used
+        assert metrics["zero_adv_groups"] == (0.0 if setting[0] == "reinforce" else 0.25)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("torchrun") is None and not os.path.exists(
     os.path.join(os.path.dirname(sys.executable), "torchrun")), reason="torchrun not on PATH")
 def test_torchrun_two_processes_run_three_steps_of_the_embedded_default(tmp_path):
-    from pglab.trainers.lm_default import ensure_default_model
+    from pglab.models.default_lm import ensure_default_model
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PGLAB_CACHE": os.environ.get("PGLAB_CACHE", str(tmp_path))}
     os.environ["PGLAB_CACHE"] = env["PGLAB_CACHE"]

@@ -8,21 +8,12 @@ import torch
 pytest.importorskip("transformers")
 
 from pglab.cli import main  # noqa: E402
-from pglab.estimators import group_normalize, leave_one_out  # noqa: E402
-from pglab.trainers.lm import (  # noqa: E402
-    RLConfig,
-    advantages,
-    distinct_n,
-    reply_logits,
-    restrict,
-    sample_replies,
-    score_rollout,
-    token_logp,
-    train_lm,
-    worked_example,
-    zero_advantage_fraction,
-)
-from pglab.trainers.lm_default import save_random_gpt2  # noqa: E402
+from pglab.models import HFPolicy  # noqa: E402
+from pglab.models.default_lm import save_random_gpt2  # noqa: E402
+from pglab.sampling.replies import sample_replies  # noqa: E402
+from pglab.sampling.scoring import token_log_probs  # noqa: E402
+from pglab.trainers.lm import RLConfig, distinct_n, train_lm  # noqa: E402
+from pglab.trainers.lm.eval import score_replies, worked_example  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -55,20 +46,21 @@ def test_banned_tokens_are_never_sampled_and_score_minus_infinity(tiny):
     _, model, tokenizer = tiny
     banned = torch.tensor([tokenizer.eos_token_id, 5, 7])
     prompts = torch.randint(10, 200, (16, 3), generator=torch.Generator().manual_seed(0))
-    ids, mask = sample_replies(model, prompts, 12, torch.Generator().manual_seed(1), banned, tokenizer.eos_token_id)
+    policy = HFPolicy(model, banned=banned)
+    ids, mask = sample_replies(policy, prompts, 12, torch.Generator().manual_seed(1), tokenizer.eos_token_id)
     assert mask[:, 3:].all() and not mask[:, :3].any()
     assert not torch.isin(ids[:, 3:], banned).any()
-    logits = restrict(reply_logits(model, ids, 3), banned)
+    logits = policy.logits(ids, 3)
     assert torch.isinf(logits[..., banned]).all()
-    logp = token_logp(logits, ids, 3)
+    logp = token_log_probs(logits, ids, 3)
     assert torch.isfinite(logp).all() and (logp[:, :3] == 0).all()
 
 
 def test_replies_stop_at_end_of_text_when_it_is_allowed(tiny):
     _, model, tokenizer = tiny
     eos = tokenizer.eos_token_id  # the random model gives it about 1 / 300 per token: some of 64 x 40 hit it
-    ids, mask = sample_replies(model, torch.full((64, 2), 20), 40, torch.Generator().manual_seed(0), None, eos,
-                               pad_id=eos)
+    ids, mask = sample_replies(HFPolicy(model, pad_id=eos), torch.full((64, 2), 20), 40,
+                               torch.Generator().manual_seed(0), eos)
     ended = 0
     for row, m in zip(ids, mask):
         hits = (row[2:] == eos).nonzero().flatten()
@@ -81,33 +73,6 @@ def test_replies_stop_at_end_of_text_when_it_is_allowed(tiny):
     assert ended > 0, "no reply ended early: the test lost its point"
 
 
-def test_advantages_use_the_estimators():
-    gen = torch.Generator().manual_seed(0)
-    returns, mask = torch.randn(12, 5, generator=gen, dtype=torch.float64), torch.ones(12, 5, dtype=torch.float64)
-    grouped = returns.view(3, 4, 5)
-    torch.testing.assert_close(advantages(returns, mask, "rloo", 4), leave_one_out(grouped, dim=1).reshape(12, 5))
-    torch.testing.assert_close(advantages(returns, mask, "grpo", 4, "batch"),
-                               group_normalize(grouped, dim=1, scale="batch").reshape(12, 5))
-    centred = (grouped - grouped.mean(1, True)).reshape(12, 5)
-    torch.testing.assert_close(advantages(returns, mask, "dr_grpo", 4), centred)
-
-
-def test_reinforce_advantage_subtracts_the_baseline_before_updating_it():
-    from pglab.estimators import EMABaseline
-
-    ema = EMABaseline(1.0, 0.5)
-    returns = torch.tensor([[0.0, 3.0, 3.0], [0.0, 5.0, 5.0]], dtype=torch.float64)
-    mask = torch.tensor([[0.0, 1, 1], [0, 1, 1]], dtype=torch.float64)
-    adv = advantages(returns, mask, "reinforce", 1, ema=ema)
-    torch.testing.assert_close(adv, (returns - 1.0) * mask)
-    assert ema.value == pytest.approx(0.5 * 1.0 + 0.5 * 4.0)
-
-
-def test_zero_advantage_fraction_counts_groups_with_equal_rewards():
-    adv = leave_one_out(torch.tensor([[1.0, 1.0], [0.0, 1.0], [2.0, 2.0]]), dim=1).reshape(6, 1)
-    assert zero_advantage_fraction(adv, 2) == pytest.approx(2 / 3)
-
-
 def test_distinct_n():
     assert distinct_n(["a b a", "b c"], 1) == pytest.approx(3 / 5)
     assert distinct_n(["a b a b"], 2) == pytest.approx(2 / 3)
@@ -115,8 +80,8 @@ def test_distinct_n():
 
 def test_worked_example_sums(tiny):
     _, model, tokenizer = tiny
-    ids, mask = sample_replies(model, torch.full((2, 3), 40), 6, torch.Generator().manual_seed(0))
-    rollout = score_rollout(model, model, tokenizer, ids, mask, 3, lambda texts: torch.tensor([0.7, -0.2]), None)
+    ids, mask = sample_replies(HFPolicy(model), torch.full((2, 3), 40), 6, torch.Generator().manual_seed(0))
+    rollout = score_replies(model, model, tokenizer, ids, mask, 3, lambda texts: torch.tensor([0.7, -0.2]), None)
     torch.testing.assert_close(rollout.logp, rollout.ref_logp)
     perturbed = type(rollout)(**{**rollout.__dict__, "ref_logp": rollout.ref_logp - 0.1 * mask})
     rows, check = worked_example(perturbed, 0, 0.05, tokenizer, 3)
@@ -144,7 +109,7 @@ def test_loads_from_save_pretrained_folders_and_trains_end_to_end(tiny, classifi
     out = tmp_path / "run"
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines] == [1, 2, 3, 4]
-    assert all(0 <= r["zero_adv_groups"] <= 1 and r["reply_tokens"] == 6 for r in lines)
+    assert all(0 <= r["zero_adv_groups"] <= 1 and r["policy_tokens"] == 6 for r in lines)
     assert [e["step"] for e in run.evals] == [0, 2, 4]
     assert all(0 < e["p_positive"] < 1 for e in run.evals)
     assert run.evals[0]["kl_exact"] == pytest.approx(0.0, abs=1e-12)

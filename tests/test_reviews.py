@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pglab.envs.reviews import review, reviews
+from pglab.data.reviews import review, reviews
 
 
 def test_same_seed_same_corpus_other_seed_other_corpus():

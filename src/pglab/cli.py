@@ -176,11 +176,22 @@ def cmd_bench(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from pglab.trainers.reinforce import demo
+    from pglab.experiments.demo import demo
+    from pglab.trainers.run_dir import RunDir
 
+    if args.seed < 0:
+        raise ValueError(f"--seed must be a whole number >= 0, got {args.seed}")
     folder = Path(args.resume) if args.resume else Path(args.out or DEFAULT_OUT) / "demo"
     check_out_folder(folder)
-    result = demo(folder, seed=args.seed, quick=args.quick, resume=bool(args.resume), echo=print)
+    try:
+        result = demo(folder, seed=args.seed, quick=args.quick, resume=bool(args.resume), echo=print)
+    except KeyboardInterrupt:
+        step = RunDir(folder).checkpoint_step() if folder.is_dir() else None
+        if step is None:
+            raise
+        print(f"pglab: interrupted; the checkpoint after step {step} is kept in {folder}; continue with "
+              f"pglab demo --resume {folder}", file=sys.stderr)
+        return 130
     print_result(result, folder, write_report(result, folder))
     return 0 if result.passed else 1
 
@@ -247,8 +258,8 @@ def train_lm_parser() -> argparse.ArgumentParser:
 
 def cmd_train_lm(options: list[str]) -> int:
     from pglab.experiments.registry import check_type
+    from pglab.models.default_lm import ensure_default_model
     from pglab.trainers.lm import RLConfig, curves_figure, train_lm
-    from pglab.trainers.lm_default import ensure_default_model
 
     args = train_lm_parser().parse_args(options)
 

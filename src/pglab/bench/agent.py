@@ -22,8 +22,10 @@ DEMO_SECONDS = 60.0
 
 def rollout_seconds(use_cache: bool, batch: int, seed: int) -> tuple[float, torch.Tensor]:
     """(seconds, ids) of one lockstep rollout of ``batch`` base-agent episodes, cycling over the training tasks."""
-    from pglab.agents import build_tokenizer, make_base_agent, rollout_batch
     from pglab.envs.bugfix import BugFixEnv, make_tasks
+    from pglab.models import build_tokenizer
+    from pglab.sampling.episodes import collect_episodes
+    from pglab.trainers.cloning import make_base_agent
 
     with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))
@@ -32,14 +34,14 @@ def rollout_seconds(use_cache: bool, batch: int, seed: int) -> tuple[float, torc
         picked = [tasks[i % len(tasks)] for i in range(batch)]
         envs = [BugFixEnv(tasks) for _ in picked]
         start = time.perf_counter()
-        episodes = rollout_batch(model, envs, tokenizer, torch.Generator().manual_seed(seed), tasks=picked,
+        episodes = collect_episodes(model, envs, tokenizer, torch.Generator().manual_seed(seed), tasks=picked,
                                  use_cache=use_cache)
         return time.perf_counter() - start, episodes.ids
 
 
 def run(quick: bool = False) -> Result:
     """KV-cache speed-up at batch 64 (median of rounds), and ``pglab demo`` end to end (``--quick`` size if quick)."""
-    from pglab.trainers.reinforce import demo
+    from pglab.experiments.demo import demo
 
     batch, rounds = 64, 1 if quick else 3
     load = os.getloadavg()[0]

@@ -23,15 +23,15 @@ from pathlib import Path
 
 import torch
 
+from pglab.models.default_lm import save_random_gpt2
 from pglab.result import Result
-from pglab.trainers.lm_default import save_random_gpt2
 
 PROMPTS, GENERATIONS, LENGTH, PROMPT_BYTES, BETA = 16, 4, 24, 8, 0.05
 
 
 def prompts(n: int) -> list[str]:
     """``n`` prompts of PROMPT_BYTES bytes (= tokens) from held-out review openings."""
-    from pglab.trainers.lm_default import review_openings
+    from pglab.models.default_lm import review_openings
 
     return [text[:PROMPT_BYTES] for text in review_openings("train", n)]
 
@@ -51,7 +51,7 @@ def vader_texts(texts: list[str]) -> list[float]:
 def pglab_step_times(folder: Path, steps: int, out: Path, seed: int) -> list[float]:
     """Seconds per train-lm step (sampling to optimiser step), one block of ``steps``."""
     from pglab.trainers.lm import RLConfig, train_lm
-    from pglab.trainers.lm_rewards import Reward
+    from pglab.trainers.lm.rewards import Reward
 
     (out / "prompts.txt").write_text("\n".join(prompts(8 * PROMPTS * steps)))
     cfg = RLConfig(model=str(folder), prompts=str(out / "prompts.txt"), max_steps=steps, learning_rate=1e-5,

@@ -1,6 +1,7 @@
 """Policy-gradient estimators as pure tensor functions (torch only; no environment, model or I/O).
 
-Returns (``backward_scan``, ``discounted_returns``, ``gae``), baselines (``leave_one_out``,
+Advantages for token policies (``advantages``, ``token_advantages``, ``zero_advantage_share``),
+returns (``backward_scan``, ``discounted_returns``, ``gae``), baselines (``leave_one_out``,
 ``group_normalize``, ``normalize``, ``optimal_constant_baseline``, ``EMABaseline``), losses
 (``masked_mean``, ``aggregate_loss``, ``reinforce_loss``), the KL
 penalty (``kl_estimate``, ``exact_kl``, ``kl_shaped_rewards``), closed-form scores
@@ -8,6 +9,7 @@ penalty (``kl_estimate``, ``exact_kl``, ``kl_shaped_rewards``), closed-form scor
 ``cosine``, ``pair_cosines``, ``batch_cosine``).
 """
 
+from pglab.estimators.advantages import advantages, token_advantages, zero_advantage_share
 from pglab.estimators.baselines import (
     EMABaseline,
     group_normalize,
@@ -23,6 +25,7 @@ from pglab.estimators.score import gaussian_score, softmax_score
 
 __all__ = [
     "EMABaseline",
+    "advantages",
     "aggregate_loss",
     "backward_scan",
     "batch_cosine",
@@ -42,5 +45,7 @@ __all__ = [
     "reinforce_loss",
     "softmax_score",
     "squared_deviations",
+    "token_advantages",
     "total_variance",
+    "zero_advantage_share",
 ]

@@ -47,16 +47,20 @@ def group_normalize(
 
     scale="group" divides by each group's std, "batch" by the std of all rewards, "none" only
     centres (Dr. GRPO). ``unbiased`` picks the sample (n - 1) instead of the population std.
+    A group of equal rewards gets exactly 0, for every scale.
     """
     check_mode(scale, ("group", "batch", "none"), "scale")
     check_eps(eps)
     rewards = tensor("rewards", rewards)
     _group_size(rewards, dim, 2, "group_normalize")      # a group of one has no spread and no advantage
-    centred = rewards - rewards.mean(dim, keepdim=True)
+    # Centre the differences from each group's first reward: a group of equal rewards gives exactly 0
+    # (r - mean(r) can leave a rounding residue, which the division by std + eps would magnify).
+    shifted = rewards - rewards.narrow(dim, 0, 1)
+    centred = shifted - shifted.mean(dim, keepdim=True)
     if scale == "none":
         return centred
     if scale == "group":
-        std = rewards.std(dim, keepdim=True, correction=1 if unbiased else 0)
+        std = shifted.std(dim, keepdim=True, correction=1 if unbiased else 0)
     else:
         if unbiased and rewards.numel() < 2:
             raise ValueError("scale='batch' with unbiased=True needs at least 2 rewards")

@@ -13,12 +13,13 @@ from typing import ClassVar
 
 import torch
 
-from pglab.agents import build_tokenizer, make_base_agent
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import aggregate_loss, reinforce_loss
+from pglab.models import build_tokenizer
 from pglab.plots import new_figure
 from pglab.result import Result
 from pglab.threads import single_torch_thread
+from pglab.trainers.cloning import make_base_agent
 
 MODES = ("token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant")
 BOOK_PROBE = {"token_mean": (0.132, 0.157, 1.00), "seq_mean_token_sum": (1.435, 1.712, 1.00),

@@ -17,15 +17,17 @@ from typing import ClassVar
 
 import torch
 
-from pglab.agents import build_tokenizer, make_base_agent, sequence_log_probs
-from pglab.agents.probe import episode_gradients
 from pglab.envs.bandit import GaussianBandit
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import pair_cosines, reinforce_loss
+from pglab.models import build_tokenizer
 from pglab.plots import log_axis, new_figure, outside_legend
 from pglab.result import Result
+from pglab.sampling.scoring import sequence_log_probs
 from pglab.stats import standard_error
 from pglab.threads import single_torch_thread
+from pglab.trainers.cloning import make_base_agent
+from pglab.trainers.probe import episode_gradients
 from pglab.trainers.step import policy_gradient_step
 
 BOOK = {"cosine": {8: -0.092, 32: 0.165, 120: 0.418}, "detached": 0.001, "attached": 1.538, "moved": 0.4903}

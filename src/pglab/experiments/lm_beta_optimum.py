@@ -46,11 +46,11 @@ class Config:
 
 
 def run(config: Config, result: Result) -> None:
-    from pglab.trainers.lm_toy import (
+    from pglab.trainers.lm.toy import (
         all_replies,
         kl_from_log_probs,
         optimal_log_policy,
-        sequence_log_probs,
+        reply_log_probs,
         tiny_gpt2,
         train_toward_optimum,
     )
@@ -65,11 +65,11 @@ def run(config: Config, result: Result) -> None:
     model = tiny_gpt2(config.vocab, config.length, config.width, config.layers, config.seed)
     replies = all_replies(config.vocab, config.length)
     rewards = reward(replies[:, 1:])
-    ref = sequence_log_probs(model, replies)
+    ref = reply_log_probs(model, replies)
     target = optimal_log_policy(ref, rewards, config.beta)
     curve = train_toward_optimum(model, reward, config.beta, config.steps, config.groups, config.group_size,
                                  config.learning_rate, config.seed, every=max(1, config.steps // 20))
-    trained = sequence_log_probs(model, replies)
+    trained = reply_log_probs(model, replies)
     result.tables["kl_to_optimum"] = [{"step": s, "kl_pi_to_pi_star": kl} for s, kl in curve]
     rows = []
     for name, logp in (("reference", ref), ("trained", trained), ("pi*", target)):

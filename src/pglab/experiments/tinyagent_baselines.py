@@ -14,14 +14,15 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from pglab.agents import build_tokenizer, make_base_agent
-from pglab.agents.probe import episode_gradients
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import optimal_constant_baseline, total_variance
+from pglab.models import build_tokenizer
 from pglab.plots import new_figure
 from pglab.result import Result
 from pglab.stats import bootstrap_se
 from pglab.threads import single_torch_thread
+from pglab.trainers.cloning import make_base_agent
+from pglab.trainers.probe import episode_gradients
 
 BOOK = {"none": 44.7, "mean reward": 40.9, "b*": 39.3, "per-task mean": 40.8, "constant 0.5": 91.9,
         "constant 1.0": 322.9}

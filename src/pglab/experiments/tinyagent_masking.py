@@ -13,13 +13,14 @@ from typing import ClassVar
 
 import torch
 
-from pglab.agents import build_tokenizer, make_base_agent
-from pglab.agents.rollout import token_log_probs
+from pglab.batch import OWNER_NAMES, POLICY, PROMPT, TOOL
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import reinforce_loss
+from pglab.models import build_tokenizer
 from pglab.result import Result
-from pglab.rollout import OWNER_NAMES, POLICY, PROMPT, TOOL
+from pglab.sampling.scoring import token_log_probs
 from pglab.threads import single_torch_thread
+from pglab.trainers.cloning import make_base_agent
 from pglab.trainers.reinforce import sample_episodes
 
 BOOK = {"prompt": 1.87e-4, "policy": 1.49e-4, "tool": 3.18e-5, "positions": 70}

@@ -60,7 +60,7 @@ def correlation_with_step(values: list[float]) -> float:
 
 
 def run(config: Config, result: Result) -> None:
-    from pglab.agents import rollout_stats
+    from pglab.sampling.episodes import episode_stats
     from pglab.trainers.reinforce import (
         before_after_rows,
         behaviour_rows,
@@ -87,7 +87,7 @@ def run(config: Config, result: Result) -> None:
         top += [{"seed": seed, **row} for row in calls]
         if k == 0:
             result.tables["sample_episodes"] = sample_transcripts(trained["after"]["train"])
-        stats = {f"{agent}_{name}": rollout_stats(trained[key][name]) for name in ("train", "heldout")
+        stats = {f"{agent}_{name}": episode_stats(trained[key][name]) for name in ("train", "heldout")
                  for agent, key in (("base", "before"), ("trained", "after"))}
         history = run_["history"]
         per_seed.append({"seed": seed, **{f"{k}_pass": v["pass_rate"] for k, v in stats.items()},

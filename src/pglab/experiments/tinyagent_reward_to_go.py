@@ -14,14 +14,15 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from pglab.agents import build_tokenizer, make_base_agent
-from pglab.agents.probe import call_starts, episode_gradients, step_cost_rewards
-from pglab.agents.rollout import call_name
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import discounted_returns, squared_deviations, total_variance
+from pglab.models import build_tokenizer
 from pglab.result import Result
+from pglab.sampling.episodes import call_name
 from pglab.stats import bootstrap_se
 from pglab.threads import single_torch_thread
+from pglab.trainers.cloning import make_base_agent
+from pglab.trainers.probe import call_starts, episode_gradients, step_cost_rewards
 
 BOOK = {"total": 104.9, "to_go": 60.2, "reduction": 0.43}
 """agents-ch6 §6.5: total variances over 240 episodes with a cost of 0.1 per call."""

@@ -1,18 +1,15 @@
-"""REINFORCE for token agents on BugFixEnv: the training loop, its checkpoints, the behaviour analysis, the demo.
+"""REINFORCE for token agents in BugFixEnv: the episode loop and the analysis of what the agent learned.
 
-One step samples a batch of episodes of the current policy from random training tasks, forms
-advantages (reward minus an EMA baseline by default; leave-one-out or GRPO over groups of K
-episodes per task), and takes one guarded step on ``reinforce_loss`` (agents-ch6 §6.7). Every
-RNG the run draws from is explicit and goes into the checkpoint, so a resumed run reproduces the
-uninterrupted one bit for bit on CPU.
+One step samples a batch of episodes of the current policy from random training tasks and
+takes one ``pg_update`` (agents-ch6 §6.7): the episode's reward minus a running (EMA) baseline
+by default, or leave-one-out / GRPO over groups of K episodes per task, on ``reinforce_loss``
+with the chosen aggregation. Every draw of a step comes from its own (seed, step, stream)
+generator, so a resumed run reproduces the uninterrupted one bit for bit on CPU.
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import os
-import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -22,44 +19,36 @@ from typing import Any
 import numpy as np
 import torch
 
-from pglab.agents import (
-    TinyAgent,
-    Tokenizer,
-    build_tokenizer,
-    make_base_agent,
-    rollout_batch,
-    rollout_stats,
-    sequence_log_probs,
-)
-from pglab.agents.rollout import MAX_CALL_TOKENS, MAX_OBS_TOKENS, call_name, render_episode
+from pglab.batch import TokenBatch
 from pglab.envs.bugfix import BugFixEnv, Task, exact_pass_rate, make_tasks
-from pglab.estimators import EMABaseline, group_normalize, leave_one_out, reinforce_loss
-from pglab.plots import new_figure
+from pglab.estimators import EMABaseline
+from pglab.estimators.advantages import uses_groups
+from pglab.models import TinyAgent, Tokenizer, build_tokenizer
+from pglab.models.policy import TokenPolicy, as_policy
 from pglab.progress import Counter as ProgressBar
-from pglab.result import Result, provenance
-from pglab.rollout import TokenBatch
+from pglab.sampling.episodes import (
+    MAX_CALL_TOKENS,
+    MAX_OBS_TOKENS,
+    call_name,
+    collect_episodes,
+    episode_stats,
+    render_episode,
+)
 from pglab.threads import single_torch_thread
-from pglab.trainers.step import policy_gradient_step
+from pglab.trainers.cloning import make_base_agent
+from pglab.trainers.run_dir import EVAL, TASKS, RunDir, step_generator
+from pglab.trainers.token_pg import pg_update
 
-ADVANTAGES = ("ema", "loo", "grpo")
-CHECKPOINT, LOG = "checkpoint.pt", "train.jsonl"
+LOG = "train.jsonl"
 
 
-def sample_episodes(model: TinyAgent, tokenizer: Tokenizer, tasks: Sequence[Task], per_task: int, seed: int,
-                    **rollout_options: Any) -> TokenBatch:
-    """``per_task`` episodes of every task, in lockstep, drawn with ``torch.Generator().manual_seed(seed)``."""
+def sample_episodes(policy: TokenPolicy | torch.nn.Module, tokenizer: Tokenizer, tasks: Sequence[Task],
+                    per_task: int, seed: int | torch.Generator, **decode_options: Any) -> TokenBatch:
+    """``per_task`` episodes of every task, in lockstep, drawn from ``seed`` (a generator, or the seed of one)."""
     picked = [t for t in tasks for _ in range(per_task)]
     envs = [BugFixEnv(list(tasks)) for _ in picked]
-    return rollout_batch(model, envs, tokenizer, torch.Generator().manual_seed(seed), tasks=picked, **rollout_options)
-
-
-def advantages(rewards: torch.Tensor, kind: str, baseline: float, group_size: int) -> torch.Tensor:
-    """Per-episode advantages [B]: reward - baseline (``ema``), or leave-one-out / GRPO within consecutive groups."""
-    if kind == "ema":
-        return rewards - baseline
-    groups = rewards.view(-1, group_size)
-    grouped = leave_one_out(groups) if kind == "loo" else group_normalize(groups)
-    return grouped.flatten()
+    generator = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
+    return collect_episodes(policy, envs, tokenizer, generator, tasks=picked, **decode_options)
 
 
 def draw_tasks(tasks: Sequence[Task], batch_size: int, group_size: int, generator: torch.Generator) -> list[Task]:
@@ -68,50 +57,8 @@ def draw_tasks(tasks: Sequence[Task], batch_size: int, group_size: int, generato
     return [tasks[i] for i in index for _ in range(group_size)]
 
 
-def save_checkpoint(state: dict[str, Any], path: Path) -> None:
-    """Write ``state`` atomically: a temporary file in the same folder, fsync, rename, fsync the folder."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
-
-
-def load_checkpoint(path: Path) -> dict[str, Any]:
-    """A checkpoint written by :func:`save_checkpoint` (tensors, numbers, strings and containers only)."""
-    return torch.load(path, weights_only=True)
-
-
-def rng_states(generator: torch.Generator, envs: Sequence[BugFixEnv]) -> dict[str, Any]:
-    """Every RNG state a run touches: its generator, torch's, numpy's and python's global ones, and each env's."""
-    numpy_state = np.random.get_state(legacy=False)
-    numpy_state["state"]["key"] = numpy_state["state"]["key"].tolist()
-    return {"generator": generator.get_state(), "torch": torch.get_rng_state(), "numpy": numpy_state,
-            "python": random.getstate(), "envs": [env.np_random.bit_generator.state for env in envs]}
-
-
-def set_rng_states(states: dict[str, Any], generator: torch.Generator, envs: Sequence[BugFixEnv]) -> None:
-    """Restore what :func:`rng_states` saved."""
-    generator.set_state(states["generator"])
-    torch.set_rng_state(states["torch"])
-    numpy_state = dict(states["numpy"])
-    numpy_state["state"] = dict(numpy_state["state"], key=np.array(numpy_state["state"]["key"], dtype=np.uint32))
-    np.random.set_state(numpy_state)
-    version, internal, gauss = states["python"]
-    random.setstate((version, tuple(internal), gauss))
-    for env, state in zip(envs, states["envs"]):
-        env.np_random.bit_generator.state = state
-
-
 def train_reinforce(
-    model: TinyAgent,
+    model: TinyAgent | TokenPolicy,
     tokenizer: Tokenizer,
     train_tasks: Sequence[Task],
     heldout_tasks: Sequence[Task],
@@ -120,7 +67,7 @@ def train_reinforce(
     batch_size: int = 64,
     lr: float = 2e-3,
     max_grad_norm: float = 1.0,
-    advantage: str = "ema",
+    advantage: str = "reinforce",
     baseline_init: float = 0.0,
     ema_decay: float = 0.9,
     group_size: int = 8,
@@ -139,79 +86,66 @@ def train_reinforce(
 ) -> dict[str, Any]:
     """Train ``model`` in place by REINFORCE -> dict(history (one row per step), evals, seconds, resumed_from).
 
-    ``advantage``: ``ema`` (reward - EMA baseline, decay ``ema_decay``, started at ``baseline_init``;
-    one episode per drawn task), ``loo`` or ``grpo`` (``group_size`` episodes per drawn task).
-    The held-out pass rate is measured with ``eval_per_task`` episodes per held-out task before
-    every ``eval_every``-th step and after the last. With ``out``, each step appends one JSON
-    line to ``out/train.jsonl`` and a checkpoint is written every ``checkpoint_every`` steps and
-    at the end; ``resume`` continues from ``out/checkpoint.pt``. ``stop_at`` ends the run early
-    after that step (checkpointed), as an interruption would.
+    ``advantage``: ``reinforce`` (reward - EMA baseline, decay ``ema_decay``, started at
+    ``baseline_init``; one episode per drawn task), ``rloo``, ``grpo`` or ``dr_grpo``
+    (``group_size`` episodes per drawn task). The held-out pass rate is measured with
+    ``eval_per_task`` episodes per held-out task before every ``eval_every``-th step and after
+    the last. With ``out``, each step appends one JSON line to ``out/train.jsonl`` and a
+    checkpoint is written every ``checkpoint_every`` steps and at the end; ``resume`` continues
+    from ``out/checkpoint.pt``. ``stop_at`` ends the run early after that step (checkpointed), as
+    an interruption would.
     """
-    if advantage not in ADVANTAGES:
-        raise ValueError(f"unknown advantage {advantage!r}; pass one of {', '.join(ADVANTAGES)}")
-    group = 1 if advantage == "ema" else group_size
-    if batch_size % group or (advantage != "ema" and group < 2):
-        raise ValueError(f"batch_size {batch_size} must be a multiple of group_size {group} (>= 2 for {advantage})")
-    out = Path(out) if out is not None else None
+    group = group_size if uses_groups(advantage) else 1
+    if group < 1 or batch_size % group:
+        raise ValueError(f"batch_size {batch_size} must be a multiple of group_size {group}")
+    policy = as_policy(model)
     settings = {"steps": steps, "batch_size": batch_size, "lr": lr, "advantage": advantage, "group_size": group,
                 "mode": mode, "seed": seed, "ema_decay": ema_decay, "baseline_init": baseline_init}
-    rollout_options = {"max_call_tokens": max_call_tokens, "max_obs_tokens": max_obs_tokens}
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    decode_options = {"max_call_tokens": max_call_tokens, "max_obs_tokens": max_obs_tokens}
+    optimizer = torch.optim.Adam(policy.module.parameters(), lr=lr)
     baseline = EMABaseline(baseline_init, ema_decay)
-    generator = torch.Generator().manual_seed(seed)
     envs = [BugFixEnv(list(train_tasks)) for _ in range(batch_size)]
-    for i, env in enumerate(envs):
-        env.reset(seed=seed * batch_size + i)
     history: list[dict[str, Any]] = []
     evals: list[dict[str, Any]] = []
+    run_dir = RunDir(out)
     start = 0
     if resume:
-        if out is None or not (out / CHECKPOINT).exists():
-            raise ValueError(f"nothing to resume: no {CHECKPOINT} in {out}")
-        state = load_checkpoint(out / CHECKPOINT)
-        if state["settings"] != settings:
-            raise ValueError(f"the checkpoint was written with {state['settings']}, not {settings}")
-        model.load_state_dict(state["model"])
+        state = run_dir.load_checkpoint(settings)
+        policy.module.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         baseline.value, baseline.count = state["baseline"]["value"], state["baseline"]["count"]
-        set_rng_states(state["rng"], generator, envs)
         start, history, evals = state["step"], state["history"], state["evals"]
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / LOG).write_text("".join(json.dumps(row) + "\n" for row in history))
+    run_dir.write_lines(LOG, history)
 
     def evaluate(step: int) -> float:
-        batch = sample_episodes(model, tokenizer, heldout_tasks, eval_per_task, 1000 * seed + 100 + step,
-                                **rollout_options)
-        evals.append({"step": step, **rollout_stats(batch)})
+        batch = sample_episodes(policy, tokenizer, heldout_tasks, eval_per_task, step_generator(seed, step, EVAL),
+                                **decode_options)
+        evals.append({"step": step, **episode_stats(batch)})
         return evals[-1]["pass_rate"]
 
     def checkpoint(step: int) -> None:
-        if out is not None:
-            save_checkpoint({"settings": settings, "step": step, "model": model.state_dict(),
-                             "optimizer": optimizer.state_dict(),
-                             "baseline": {"value": baseline.value, "count": baseline.count},
-                             "rng": rng_states(generator, envs), "history": history, "evals": evals},
-                            out / CHECKPOINT)
+        run_dir.save_checkpoint({"settings": settings, "step": step, "model": policy.module.state_dict(),
+                                 "optimizer": optimizer.state_dict(),
+                                 "baseline": {"value": baseline.value, "count": baseline.count},
+                                 "history": history, "evals": evals})
 
     began = time.perf_counter()
     with ProgressBar("REINFORCE", steps, completed=start, show=progress) as bar, single_torch_thread():
         for step in range(start, steps):
             heldout = evaluate(step) if step % eval_every == 0 else None
             tick = time.perf_counter()
-            tasks = draw_tasks(train_tasks, batch_size, group, generator)
-            batch = rollout_batch(model, envs, tokenizer, generator, tasks=tasks, **rollout_options)
-            adv = advantages(batch.rewards, advantage, baseline.value, group)
-            loss = reinforce_loss(sequence_log_probs(model, batch), adv, batch.action_mask, mode, norm_const)
-            update = policy_gradient_step(model, optimizer, loss, max_grad_norm=max_grad_norm)
-            row = {"step": step, **rollout_stats(batch), "baseline": baseline.value, "loss": update["loss"],
+            tasks = draw_tasks(train_tasks, batch_size, group, step_generator(seed, step, TASKS))
+            batch = collect_episodes(policy, envs, tokenizer, step_generator(seed, step, 1), tasks=tasks,
+                                     **decode_options)
+            update = pg_update(policy, optimizer, batch, advantage=advantage, group_size=group,
+                               baseline=baseline.value, mode=mode, norm_const=norm_const,
+                               max_grad_norm=max_grad_norm)
+            row = {"step": step, **episode_stats(batch), "baseline": baseline.value, "loss": update["loss"],
                    "grad_norm": update["grad_norm"], "skipped": update["skipped"], "heldout_pass": heldout,
                    "seconds": time.perf_counter() - tick}
             baseline.update(batch.rewards.mean())
             history.append(row)
-            if out is not None:
-                with open(out / LOG, "a") as f:
-                    f.write(json.dumps(row) + "\n")
+            run_dir.append_line(LOG, row)
             held = "-" if not evals else f"{evals[-1]['pass_rate']:.2f}"
             bar.advance(status=f"reward {row['reward']:.2f} | held-out pass {held} | grad norm "
                                f"{row['grad_norm']:.3f}")
@@ -279,6 +213,7 @@ def every(history: Sequence[dict], evals: Sequence[dict], period: int) -> list[d
 
 
 SPLITS = ("train", "heldout")
+"""The two task splits every before/after table measures."""
 
 
 def train_from_base(seed: int, *, steps: int = 80, batch_size: int = 64, eval_every: int = 10,
@@ -299,11 +234,11 @@ def train_from_base(seed: int, *, steps: int = 80, batch_size: int = 64, eval_ev
              f"({time.perf_counter() - started:.1f} s)")
         before = {name: sample_episodes(base, tokenizer, tasks[name], stats_per_task, 7) for name in SPLITS}
     for name, batch in before.items():
-        echo(f"base agent, {name:<8} " + " | ".join(f"{k} {v:.3f}" for k, v in rollout_stats(batch).items()))
+        echo(f"base agent, {name:<8} " + " | ".join(f"{k} {v:.3f}" for k, v in episode_stats(batch).items()))
     model = copy.deepcopy(base)
     run = train_reinforce(model, tokenizer, tasks["train"], tasks["heldout"], steps=steps, batch_size=batch_size,
                           eval_every=eval_every, eval_per_task=eval_per_task, seed=seed, out=out, resume=resume,
-                          baseline_init=rollout_stats(before["train"])["pass_rate"], progress=progress)
+                          baseline_init=episode_stats(before["train"])["pass_rate"], progress=progress)
     with single_torch_thread():
         after = {name: sample_episodes(model, tokenizer, tasks[name], stats_per_task, 7) for name in SPLITS}
     return {"tokenizer": tokenizer, "base": base, "model": model, "before": before, "after": after, "run": run,
@@ -311,8 +246,8 @@ def train_from_base(seed: int, *, steps: int = 80, batch_size: int = 64, eval_ev
 
 
 def before_after_rows(trained: dict[str, Any]) -> list[dict[str, Any]]:
-    """The before/after table: rollout_stats of the base and the trained agent on both splits."""
-    return [{"agent": agent, "split": name, **rollout_stats(trained[key][name])}
+    """The before/after table: episode_stats of the base and the trained agent on both splits."""
+    return [{"agent": agent, "split": name, **episode_stats(trained[key][name])}
             for name in SPLITS for agent, key in (("base", "before"), ("REINFORCE", "after"))]
 
 
@@ -326,56 +261,5 @@ def behaviour_rows(trained: dict[str, Any]) -> tuple[list[dict], list[dict]]:
     return table, top
 
 
-DEMO = {"steps": 80, "batch_size": 64, "eval_every": 10, "eval_per_task": 8, "stats_per_task": 16}
-"""The demo's size (agents-ch6 §6.7): 80 steps of 64 episodes, held-out pass every 10 steps, 16 episodes per task
-for the before/after table."""
-DEMO_QUICK = {"steps": 10, "batch_size": 32, "eval_every": 5, "eval_per_task": 4, "stats_per_task": 4}
-"""``pglab demo --quick``: a first look in seconds."""
-
-
-def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = False,
-         echo: Callable[[str], None] = lambda line: None) -> Result:
-    """The main job: tokenizer, base agent, REINFORCE, before/after table, behaviour analysis, learning curve.
-
-    Writes into ``out``: the training log (``train.jsonl``), checkpoints, the trained agent
-    (``agent/``, loadable with ``TinyAgent.from_pretrained``, with its ``tokenizer.json``). With
-    ``resume``, ``seed`` and ``quick`` are read back from ``out/demo.json`` and training continues
-    from the checkpoint. ``echo`` receives progress lines. Returns the Result (tables, metrics, figure).
-    """
-    out = Path(out)
-    if resume:
-        if not (out / "demo.json").exists():
-            raise ValueError(f"{out} holds no demo run to resume (no demo.json); pass the folder of a stopped run")
-        seed, quick = (json.loads((out / "demo.json").read_text())[k] for k in ("seed", "quick"))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "demo.json").write_text(json.dumps({"seed": seed, "quick": quick}))
-    size = DEMO_QUICK if quick else DEMO
-    result = Result("demo", {"seed": seed, "quick": quick, **size}, provenance=provenance())
-    result.summary = (
-        "TinyAgent, behaviour-cloned on scripted random and blind play, learns by REINFORCE (reward minus an EMA "
-        "baseline, token_mean, Adam 2e-3) to repair buggy functions through tool calls in BugFixEnv "
-        f"(agents-ch6 §6.2, §6.7): {size['steps']} steps of {size['batch_size']} episodes, seed {seed}.")
-    trained = train_from_base(seed, **size, out=out, resume=resume, echo=echo)
-    trained["model"].save_pretrained(out / "agent")
-    trained["tokenizer"].save(out / "agent" / "tokenizer.json")
-    levels = {name: scripted_levels(make_tasks(name)) for name in SPLITS}
-    run = trained["run"]
-    result.tables["before_after"] = before_after_rows(trained)
-    result.tables["training"] = every(run["history"], run["evals"], size["eval_every"])
-    result.tables["behaviour"], result.tables["top_call_sequences"] = behaviour_rows(trained)
-    result.tables["sample_episodes"] = sample_transcripts(trained["after"]["train"])
-    result.tables["reference_levels"] = [{"split": name, "scripted random": lv["random"], "scripted blind": lv["blind"]}
-                                         for name, lv in levels.items()]
-    for row in result.tables["before_after"]:
-        key = "base" if row["agent"] == "base" else "trained"
-        result.metrics.update({f"{key}_{row['split']}_pass_rate": row["pass_rate"],
-                               f"{key}_{row['split']}_valid_calls": row["valid_calls"]})
-    result.metrics.update({"steps": len(run["history"]), "train_seconds": run["seconds"],
-                           "total_seconds": trained["seconds"], "resumed_from": run["resumed_from"]})
-    fig, ax = new_figure(figsize=(7, 4))
-    learning_curve(ax, run["history"], run["evals"], {"base agent (train)": result.metrics["base_train_pass_rate"],
-                                                      "scripted blind (train)": levels["train"]["blind"]})
-    ax.set_title(f"TinyAgent REINFORCE on BugFixEnv, seed {seed}")
-    ax.legend(fontsize=8, loc="upper left")
-    result.figures["learning_curve"] = fig
-    return result
+__all__ = ["LOG", "SPLITS", "before_after_rows", "behaviour", "behaviour_rows", "draw_tasks", "every", "learning_curve",
+           "sample_episodes", "sample_transcripts", "scripted_levels", "train_from_base", "train_reinforce"]

@@ -19,12 +19,13 @@ from pathlib import Path
 
 import torch
 
-from pglab.agents.rollout import MAX_OBS_TOKENS, collate, encode_episode, sequence_log_probs
-from pglab.agents.tinyagent import TinyAgent, TinyConfig
-from pglab.agents.tokenizer import Tokenizer
+from pglab.batch import TokenBatch
 from pglab.envs.bugfix import BugFixEnv, Task, make_tasks, scripted_policy, scripted_rollout
 from pglab.estimators import masked_mean
-from pglab.rollout import TokenBatch
+from pglab.models.tinyagent import TinyAgent, TinyConfig
+from pglab.models.tokenizer import Tokenizer
+from pglab.sampling.episodes import MAX_OBS_TOKENS, collate, encode_episode
+from pglab.sampling.scoring import sequence_log_probs
 from pglab.threads import single_torch_thread
 
 

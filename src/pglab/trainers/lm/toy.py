@@ -3,7 +3,7 @@
 A tiny random GPT-2 over a vocabulary of ``vocab`` tokens answers one fixed one-token prompt with
 ``length`` tokens, so there are vocab ** length replies, each with a reward r(y). The maximiser of
 E[r] - beta KL(pi || ref) is pi*(y) = ref(y) exp(r(y) / beta) / Z. The policy is trained with the
-LM trainer's own pieces (``sample_replies``, ``rl_update``: leave-one-out, k1 in the reward,
+LM trainer's own pieces (``sample_replies``, ``pg_update``: leave-one-out, k1 in the reward,
 reward-to-go) and measured against pi* by enumerating every reply.
 """
 
@@ -15,8 +15,11 @@ from collections.abc import Callable
 
 import torch
 
+from pglab.models.policy import HFPolicy
 from pglab.progress import track
-from pglab.trainers.lm import RLConfig, make_batch, reply_logits, rl_update, sample_replies, token_logp
+from pglab.sampling.replies import reply_batch, sample_replies
+from pglab.sampling.scoring import sequence_log_probs
+from pglab.trainers.token_pg import pg_update
 
 
 def all_replies(vocab: int, length: int, prompt: int = 0) -> torch.Tensor:
@@ -26,9 +29,9 @@ def all_replies(vocab: int, length: int, prompt: int = 0) -> torch.Tensor:
 
 
 @torch.no_grad()
-def sequence_log_probs(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+def reply_log_probs(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
     """log pi(reply | prompt) of each row of ids [N, 1 + L] -> [N] (float64)."""
-    return token_logp(reply_logits(model, ids, 1).double(), ids, 1).sum(-1)
+    return sequence_log_probs(HFPolicy(model), ids, start=1).double().sum(-1)
 
 
 def optimal_log_policy(ref_logp: torch.Tensor, rewards: torch.Tensor, beta: float) -> torch.Tensor:
@@ -65,22 +68,22 @@ def train_toward_optimum(model: torch.nn.Module, reward: Callable[[torch.Tensor]
     ref = copy.deepcopy(model).requires_grad_(False)
     vocab, length = model.config.vocab_size, model.config.n_positions - 1
     replies = all_replies(vocab, length)
-    target = optimal_log_policy(sequence_log_probs(ref, replies), reward(replies[:, 1:]).double(), beta)
-    cfg = RLConfig(num_generations=group_size, prompts_per_step=groups, max_completion_length=length,
-                   prompt_length=1, advantage="rloo", beta=beta, kl_in="reward", aggregation="seq_mean_token_sum",
-                   learning_rate=lr, max_grad_norm=10.0)
+    target = optimal_log_policy(reply_log_probs(ref, replies), reward(replies[:, 1:]).double(), beta)
+    policy = HFPolicy(model)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - s / steps)
     gen = torch.Generator().manual_seed(seed)
     prompts = torch.zeros(groups * group_size, 1, dtype=torch.long)
-    kls = [(0, kl_from_log_probs(sequence_log_probs(model, replies), target))]
+    kls = [(0, kl_from_log_probs(reply_log_probs(model, replies), target))]
     for step in track(range(steps), "training toward pi*", total=steps) if progress else range(steps):
-        ids, mask = sample_replies(model, prompts, length, gen)
+        ids, mask = sample_replies(policy, prompts, length, gen)
+        batch = reply_batch(ids, mask, 1, group_size, reward(ids[:, 1:]).double())
         with torch.no_grad():
-            ref_logp = torch.where(mask.bool(), token_logp(reply_logits(ref, ids, 1).double(), ids, 1), 0.0)
-        batch = make_batch(ids, mask, 1, group_size, reward(ids[:, 1:]).double(), ref_logp)
-        rl_update(model, optimizer, batch, cfg, prompt_length=1)
+            batch.ref_logp = sequence_log_probs(HFPolicy(ref), batch, start=1, group_size=group_size,
+                                                chunk_tokens=ids.numel()).double()
+        pg_update(policy, optimizer, batch, advantage="rloo", group_size=group_size, beta=beta, kl_in="reward",
+                  mode="seq_mean_token_sum", start=1, max_grad_norm=10.0, chunk_tokens=0)
         schedule.step()
         if (step + 1) % every == 0 or step + 1 == steps:
-            kls.append((step + 1, kl_from_log_probs(sequence_log_probs(model, replies), target)))
+            kls.append((step + 1, kl_from_log_probs(reply_log_probs(model, replies), target)))
     return kls

@@ -1,6 +1,6 @@
 """The embedded default of ``pglab train-lm``: a tiny GPT-2 pretrained on the synthetic review corpus.
 
-Nothing is downloaded. The corpus comes from :mod:`pglab.envs.reviews`; a byte-level BPE
+Nothing is downloaded. The corpus comes from :mod:`pglab.data.reviews`; a byte-level BPE
 tokenizer is trained on it with ``tokenizers``; a ``GPT2LMHeadModel`` a few layers deep and
 about 128 wide is trained on it by next-token prediction; both are saved with
 ``save_pretrained`` under the cache folder (``$PGLAB_CACHE``, else ``~/.cache/pglab``), so the
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from pglab.envs.reviews import reviews
+from pglab.data.reviews import reviews
 from pglab.progress import track
 
 EOS = "<|endoftext|>"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from pglab.agents.rollout import sequence_log_probs
-from pglab.agents.tinyagent import TinyAgent
-from pglab.rollout import TokenBatch
+from pglab.batch import TokenBatch
+from pglab.models.tinyagent import TinyAgent
+from pglab.sampling.scoring import sequence_log_probs
 
 
 def episode_gradients(model: TinyAgent, batch: TokenBatch, weights: torch.Tensor) -> torch.Tensor:

@@ -1,9 +1,10 @@
-"""Episodes as token sequences: the layout, lockstep batched rollouts with a KV cache, log-probs, statistics.
+"""Multi-turn tool episodes as token sequences: the layout, the lockstep episode collector, statistics.
 
 An episode is laid out as ``<start> prompt`` (owner prompt), then for each call the call's words
 (owner policy) followed, unless the call ended the episode, by ``<obs> answer </obs>`` (owner tool;
 the answer is cut to ``max_obs_tokens`` words). Scripted demonstrations (:func:`encode_episode`)
-and the policy's own rollouts (:func:`rollout_batch`) use this same layout.
+and the policy's own episodes (:func:`collect_episodes`, through any :class:`TokenPolicy`) use
+this same layout.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from pglab.agents.tinyagent import KVCache, TinyAgent
-from pglab.agents.tokenizer import Tokenizer
+from pglab.batch import POLICY, PROMPT, TOOL, TokenBatch
 from pglab.envs.bugfix import BugFixEnv, Episode, Task, parse_call
-from pglab.rollout import POLICY, PROMPT, TOOL, TokenBatch
+from pglab.models.policy import TokenPolicy, as_policy
+from pglab.models.tokenizer import Tokenizer
 
 MAX_CALL_TOKENS = 8
 """Default cap on the words of one call (the longest valid call has 4)."""
@@ -70,56 +71,6 @@ def collate(sequences: Sequence[tuple[list[int], list[int]]], rewards: Sequence[
                       info=info or [])
 
 
-class _Prefixes:
-    """Next-token logits of growing sequences, with a KV cache or (the reference) by recomputing every prefix."""
-
-    def __init__(self, model: TinyAgent, sequences: list[list[int]], use_cache: bool, pad_id: int):
-        self.model, self.sequences, self.pad_id = model, sequences, pad_id
-        self.cache = KVCache(model.config, len(sequences)) if use_cache else None
-        self.rows = list(range(len(sequences)))          # episode held by each cache row
-
-    def _padded(self, chunks: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        lengths = torch.tensor([len(c) for c in chunks])
-        ids = torch.full((len(chunks), int(lengths.max())), self.pad_id, dtype=torch.long)
-        for b, c in enumerate(chunks):
-            ids[b, : len(c)] = torch.tensor(c)
-        return ids, lengths
-
-    def extend(self, episodes: list[int], chunks: list[list[int]]) -> torch.Tensor:
-        """Feed each episode's new tokens ``chunks`` (already appended to its sequence) -> last logits [n, V].
-
-        With the cache, chunks are fed in groups of similar length (a group starts when the length
-        falls below half of its longest), so one long tool answer does not pad every row.
-        """
-        if self.cache is None:
-            ids, lengths = self._padded([self.sequences[e] for e in episodes])
-            return self.model(ids)[torch.arange(len(episodes)), lengths - 1]
-        order = sorted(range(len(chunks)), key=lambda j: -len(chunks[j]))
-        groups = [[order[0]]]
-        for j in order[1:]:
-            if 2 * len(chunks[j]) < len(chunks[groups[-1][0]]):
-                groups.append([])
-            groups[-1].append(j)
-        if len(groups) == 1:
-            groups = [list(range(len(chunks)))]                     # keep the order: rows=None needs no gather
-        last = None
-        for group in groups:
-            ids, lengths = self._padded([chunks[j] for j in group])
-            members = [episodes[j] for j in group]
-            rows = None if members == self.rows else torch.tensor([self.rows.index(e) for e in members])
-            logits = self.model(ids, self.cache, rows=rows, lengths=lengths)[torch.arange(len(group)), lengths - 1]
-            if last is None:
-                last = logits.new_empty(len(episodes), logits.shape[-1])
-            last[torch.tensor(group)] = logits
-        return last
-
-    def keep(self, episodes: list[int]) -> None:
-        """Only ``episodes`` continue: the cache drops the other rows."""
-        if self.cache is not None and episodes != self.rows:
-            self.cache.keep(torch.tensor([self.rows.index(e) for e in episodes], dtype=torch.long))
-        self.rows = list(episodes)
-
-
 def _sample(logits: torch.Tensor, generator: torch.Generator, temperature: float) -> tuple[list[int], list[float]]:
     """One token per row of logits [n, V] at ``temperature`` -> (tokens, their log-probabilities)."""
     logp = F.log_softmax(logits.float() / temperature, dim=-1)
@@ -128,19 +79,21 @@ def _sample(logits: torch.Tensor, generator: torch.Generator, temperature: float
 
 
 @torch.no_grad()
-def rollout_batch(model: TinyAgent, envs: Sequence[BugFixEnv], tokenizer: Tokenizer, generator: torch.Generator, *,
-                  tasks: Sequence[Task | str] | None = None, max_call_tokens: int = MAX_CALL_TOKENS,
-                  max_obs_tokens: int = MAX_OBS_TOKENS, temperature: float = 1.0,
-                  use_cache: bool = True) -> TokenBatch:
-    """Play one episode in every env, all in lockstep, sampling calls from ``model`` -> TokenBatch [B, T].
+def collect_episodes(policy: TokenPolicy | torch.nn.Module, envs: Sequence[BugFixEnv], tokenizer: Tokenizer,
+                     generator: torch.Generator, *, tasks: Sequence[Task | str] | None = None,
+                     max_call_tokens: int = MAX_CALL_TOKENS, max_obs_tokens: int = MAX_OBS_TOKENS,
+                     temperature: float = 1.0) -> TokenBatch:
+    """Play one episode in every env, all in lockstep, sampling calls from ``policy`` -> TokenBatch [B, T].
 
     Env b is reset on ``tasks[b]`` (else on a task drawn by its own RNG). Each turn, every running
     episode samples one call, token by token, until ``</call>`` or ``max_call_tokens``; the envs
-    answer, and the answers of the episodes that go on are prefilled together. With ``use_cache``
-    a KV cache holds every prefix and finished rows leave it; without, every new token recomputes
-    its whole prefix (the reference the cache is tested and timed against). ``logp_old`` holds
-    the sampling log-probabilities; ``info[b]`` the env's final info, the prompt and the answers.
+    answer, and the answers of the episodes that go on are prefilled together. The policy's
+    incremental decoding (:meth:`TokenPolicy.prefixes`, a KV cache) holds every prefix, and
+    finished rows leave it. ``logp_old`` holds the sampling log-probabilities; ``info[b]`` the
+    env's final info, the prompt and the answers.
     """
+    policy = as_policy(policy)
+    model = policy.module
     was_training = model.training
     model.eval()
     n = len(envs)
@@ -149,10 +102,10 @@ def rollout_batch(model: TinyAgent, envs: Sequence[BugFixEnv], tokenizer: Tokeni
     owners = [[PROMPT] * len(s) for s in sequences]
     logps = [[0.0] * len(s) for s in sequences]
     longest = max(map(len, sequences)) + max(env.budget for env in envs) * (max_call_tokens + max_obs_tokens + 2)
-    if longest > model.config.block_size:
-        raise ValueError(f"episodes may reach {longest} tokens but block_size is {model.config.block_size}; "
-                         "lower max_obs_tokens or max_call_tokens, or build a TinyAgent with a larger block_size")
-    prefixes = _Prefixes(model, sequences, use_cache, tokenizer.pad_id)
+    if policy.max_length is not None and longest > policy.max_length:
+        raise ValueError(f"episodes may reach {longest} tokens but the policy takes {policy.max_length}; "
+                         "lower max_obs_tokens or max_call_tokens, or use a model with more positions")
+    prefixes = policy.prefixes(sequences)
     infos: list[dict[str, Any]] = [{} for _ in range(n)]
     answers: list[list[str]] = [[] for _ in range(n)]
     rewards = [0.0] * n
@@ -197,47 +150,7 @@ def rollout_batch(model: TinyAgent, envs: Sequence[BugFixEnv], tokenizer: Tokeni
     return collate(list(zip(sequences, owners)), rewards, tokenizer.pad_id, group=group, logp=logps, info=info)
 
 
-CHUNK_TOKENS = 1024
-"""Rows of similar length are run together in chunks of at most this many (padded) positions."""
-
-
-def length_chunks(lengths: torch.Tensor, chunk_tokens: int = CHUNK_TOKENS) -> list[torch.Tensor]:
-    """Row indices sorted by decreasing length [B], cut so that rows x longest <= chunk_tokens per chunk."""
-    order = torch.argsort(lengths, descending=True, stable=True)
-    chunks, start = [], 0
-    while start < len(order):
-        rows = max(1, chunk_tokens // max(1, int(lengths[order[start]])))
-        chunks.append(order[start:start + rows])
-        start += rows
-    return chunks
-
-
-def token_log_probs(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """Logits [B, T, V] of a forward pass on ids [B, T] -> log pi(ids[:, t] | ids[:, :t]) [B, T], 0 at t = 0."""
-    logp = F.log_softmax(logits[:, :-1].float(), dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
-    return F.pad(logp, (1, 0))
-
-
-def sequence_log_probs(model: TinyAgent, batch: TokenBatch | torch.Tensor,
-                       chunk_tokens: int = CHUNK_TOKENS) -> torch.Tensor:
-    """log pi(ids[:, t] | ids[:, :t]) for a TokenBatch or ids [B, T] -> [B, T], 0 at t = 0 (differentiable).
-
-    For a TokenBatch, rows are run in chunks of similar length (see :func:`length_chunks`) cut to
-    their longest row, so the padding of a few long episodes does not multiply the work of all.
-    """
-    ids = batch.ids if isinstance(batch, TokenBatch) else batch
-    if not isinstance(batch, TokenBatch) or ids.shape[0] == 1:
-        return token_log_probs(model(ids), ids)
-    lengths = batch.attention_mask.sum(-1)
-    chunks = length_chunks(lengths, chunk_tokens)
-    width = ids.shape[1]
-    parts = [F.pad(sequence_log_probs(model, ids[rows, : int(lengths[rows].max())]),
-                   (0, width - int(lengths[rows].max()))) for rows in chunks]
-    inverse = torch.argsort(torch.cat(chunks))
-    return torch.cat(parts)[inverse]
-
-
-def rollout_stats(batch: TokenBatch) -> dict[str, float]:
+def episode_stats(batch: TokenBatch) -> dict[str, float]:
     """Mean reward, pass rate, valid-call fraction, submit rate, turns and policy tokens per episode."""
     info, n = batch.info, batch.batch_size
     turns = sum(i["n_turns"] for i in info)
@@ -267,7 +180,6 @@ def render_episode(info: dict[str, Any], reward: float) -> str:
 
 
 __all__ = [
-    "CHUNK_TOKENS", "MAX_CALL_TOKENS", "MAX_OBS_TOKENS", "call_name", "collate", "encode_episode", "length_chunks",
-    "prompt_tokens", "render_episode", "rollout_batch", "rollout_stats", "sequence_log_probs", "token_log_probs",
-    "tool_tokens",
+    "MAX_CALL_TOKENS", "MAX_OBS_TOKENS", "call_name", "collate", "collect_episodes", "encode_episode", "episode_stats",
+    "prompt_tokens", "render_episode", "tool_tokens",
 ]

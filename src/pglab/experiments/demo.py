@@ -1,0 +1,83 @@
+"""``pglab demo``: the main job on the embedded default (agents-ch6 §6.2, §6.7).
+
+The word tokenizer, the behaviour-cloned base agent, REINFORCE from a copy of it, the
+before/after table on both splits, the behaviour analysis and the learning curve, all written
+under the run's folder. A stopped run continues with ``--resume``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from pglab.envs.bugfix import make_tasks
+from pglab.plots import new_figure
+from pglab.result import Result, provenance
+from pglab.trainers.reinforce import (
+    SPLITS,
+    before_after_rows,
+    behaviour_rows,
+    every,
+    learning_curve,
+    sample_transcripts,
+    scripted_levels,
+    train_from_base,
+)
+from pglab.trainers.run_dir import RunDir
+
+DEMO = {"steps": 80, "batch_size": 64, "eval_every": 10, "eval_per_task": 8, "stats_per_task": 16}
+"""The demo's size (agents-ch6 §6.7): 80 steps of 64 episodes, held-out pass every 10 steps, 16 episodes per task
+for the before/after table."""
+DEMO_QUICK = {"steps": 10, "batch_size": 32, "eval_every": 5, "eval_per_task": 4, "stats_per_task": 4}
+"""``pglab demo --quick``: a first look in seconds."""
+
+
+def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = False,
+         echo: Callable[[str], None] = lambda line: None) -> Result:
+    """The main job: tokenizer, base agent, REINFORCE, before/after table, behaviour analysis, learning curve.
+
+    Writes into ``out``: the training log (``train.jsonl``), checkpoints, the trained agent
+    (``agent/``, loadable with ``TinyAgent.from_pretrained``, with its ``tokenizer.json``). With
+    ``resume``, ``seed`` and ``quick`` are read back from ``out/demo.json`` and training continues
+    from the checkpoint. ``echo`` receives progress lines. Returns the Result (tables, metrics, figure).
+    """
+    out = Path(out)
+    if resume:
+        if not (out / "demo.json").exists():
+            raise ValueError(f"{out} holds no demo run to resume (no demo.json); pass the folder of a stopped run")
+        seed, quick = (json.loads((out / "demo.json").read_text())[k] for k in ("seed", "quick"))
+        step = RunDir(out).checkpoint_step()
+        echo(f"resuming the demo in {out} (seed {seed}{', quick' if quick else ''}) from step {step or 0}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "demo.json").write_text(json.dumps({"seed": seed, "quick": quick}))
+    size = DEMO_QUICK if quick else DEMO
+    result = Result("demo", {"seed": seed, "quick": quick, **size}, provenance=provenance())
+    result.summary = (
+        "TinyAgent, behaviour-cloned on scripted random and blind play, learns by REINFORCE (reward minus an EMA "
+        "baseline, token_mean, Adam 2e-3) to repair buggy functions through tool calls in BugFixEnv "
+        f"(agents-ch6 §6.2, §6.7): {size['steps']} steps of {size['batch_size']} episodes, seed {seed}.")
+    trained = train_from_base(seed, **size, out=out, resume=resume, echo=echo)
+    trained["model"].save_pretrained(out / "agent")
+    trained["tokenizer"].save(out / "agent" / "tokenizer.json")
+    levels = {name: scripted_levels(make_tasks(name)) for name in SPLITS}
+    run = trained["run"]
+    result.tables["before_after"] = before_after_rows(trained)
+    result.tables["training"] = every(run["history"], run["evals"], size["eval_every"])
+    result.tables["behaviour"], result.tables["top_call_sequences"] = behaviour_rows(trained)
+    result.tables["sample_episodes"] = sample_transcripts(trained["after"]["train"])
+    result.tables["reference_levels"] = [{"split": name, "scripted random": lv["random"], "scripted blind": lv["blind"]}
+                                         for name, lv in levels.items()]
+    for row in result.tables["before_after"]:
+        key = "base" if row["agent"] == "base" else "trained"
+        result.metrics.update({f"{key}_{row['split']}_pass_rate": row["pass_rate"],
+                               f"{key}_{row['split']}_valid_calls": row["valid_calls"]})
+    result.metrics.update({"steps": len(run["history"]), "train_seconds": run["seconds"],
+                           "total_seconds": trained["seconds"], "resumed_from": run["resumed_from"]})
+    fig, ax = new_figure(figsize=(7, 4))
+    learning_curve(ax, run["history"], run["evals"], {"base agent (train)": result.metrics["base_train_pass_rate"],
+                                                      "scripted blind (train)": levels["train"]["blind"]})
+    ax.set_title(f"TinyAgent REINFORCE on BugFixEnv, seed {seed}")
+    ax.legend(fontsize=8, loc="upper left")
+    result.figures["learning_curve"] = fig
+    return result

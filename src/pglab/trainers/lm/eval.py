@@ -1,0 +1,134 @@
+"""Evaluation of an LM policy: score sampled replies under the policy and the reference, the metrics of
+llm-ch6 §6.12 (reward, exact KL, entropy, reference perplexity, distinct-n), the worked example, the figure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pglab.distributed import unwrap
+from pglab.estimators import discounted_returns, exact_kl, kl_shaped_rewards
+from pglab.models.hf import reply_logits
+from pglab.sampling.replies import decode_replies
+from pglab.sampling.scoring import token_log_probs
+
+
+def distinct_n(texts: list[str], n: int) -> float:
+    """Distinct n-grams of whitespace words over all n-grams in ``texts`` (0 when there is none)."""
+    grams = [tuple(words[i:i + n]) for words in (t.split() for t in texts) for i in range(len(words) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else 0.0
+
+
+@dataclass
+class ScoredReplies:
+    """Sampled replies with everything the evaluation and the worked example read off them."""
+
+    ids: torch.Tensor
+    """[B, T] prompt + reply."""
+    mask: torch.Tensor
+    """[B, T] action mask."""
+    texts: list[str]
+    """Prompt + reply, decoded."""
+    replies: list[str]
+    """The reply alone, decoded."""
+    scores: torch.Tensor
+    """[B] reward of each text."""
+    logp: torch.Tensor
+    """[B, T] policy log-probs of the sampled tokens."""
+    ref_logp: torch.Tensor
+    """[B, T] reference log-probs of the same tokens."""
+    exact_kl: torch.Tensor
+    """[B] sum over reply positions of the exact per-position KL(pi || ref) over the (allowed) vocabulary."""
+    entropy: torch.Tensor
+    """[B] sum over reply positions of the policy's entropy."""
+
+
+@torch.no_grad()
+def score_replies(policy: torch.nn.Module, ref: torch.nn.Module, tokenizer: Any, ids: torch.Tensor,
+                  mask: torch.Tensor, prompt_length: int, reward: Callable, banned: torch.Tensor | None,
+                  chunk: int = 32) -> ScoredReplies:
+    """Teacher-force ids [B, T] through policy and reference (``chunk`` rows at a time) and score the texts."""
+    vocab = unwrap(policy).get_output_embeddings().weight.shape[0]
+    keep = torch.ones(vocab, dtype=torch.bool, device=ids.device)
+    if banned is not None:
+        keep[banned] = False
+    allowed = keep.nonzero().flatten()
+    parts: dict[str, list[torch.Tensor]] = {"logp": [], "ref_logp": [], "kl": [], "entropy": []}
+    for i in range(0, ids.shape[0], chunk):
+        rows, m = ids[i:i + chunk], mask[i:i + chunk, prompt_length:].to(torch.float64)
+        logits = reply_logits(unwrap(policy), rows, prompt_length).index_select(-1, allowed).double()
+        ref_logits = reply_logits(unwrap(ref), rows, prompt_length).index_select(-1, allowed).double()
+        local = torch.searchsorted(allowed, rows.clamp(max=vocab - 1))  # position of each id among the allowed
+        parts["logp"].append(torch.where(mask[i:i + chunk].bool(), token_log_probs(logits, local, prompt_length), 0.0))
+        parts["ref_logp"].append(torch.where(mask[i:i + chunk].bool(),
+                                             token_log_probs(ref_logits, local, prompt_length), 0.0))
+        parts["kl"].append((exact_kl(logits, ref_logits) * m).sum(-1))
+        logq = torch.log_softmax(logits, -1)
+        parts["entropy"].append((-(logq.exp() * logq).sum(-1) * m).sum(-1))
+    texts, replies = decode_replies(tokenizer, ids, mask, prompt_length)
+    cat = {k: torch.cat(v) for k, v in parts.items()}
+    return ScoredReplies(ids, mask, texts, replies, reward(texts), cat["logp"], cat["ref_logp"], cat["kl"],
+                   cat["entropy"])
+
+
+def reply_metrics(r: ScoredReplies, reward: Any) -> dict:
+    """Means (and standard errors) over the replies of a scored rollout."""
+    n = len(r.texts)
+    tokens = r.mask.sum().double()
+    k1 = (r.logp - r.ref_logp).sum(-1)
+    se = lambda x: float(x.std() / math.sqrt(n)) if n > 1 else math.nan  # noqa: E731
+    positive = reward.positive_probability(r.texts) if hasattr(reward, "positive_probability") else None
+    return {"reward": float(r.scores.mean()), "reward_se": se(r.scores),
+            "p_positive": float(positive.mean()) if positive is not None else None,
+            "kl_exact": float(r.exact_kl.mean()), "kl_exact_se": se(r.exact_kl),
+            "kl_k1": float(k1.mean()), "kl_k1_se": se(k1), "kl_gap_se": se(k1 - r.exact_kl),
+            "entropy": float(r.entropy.sum() / tokens),
+            "ref_perplexity": float(torch.exp(-r.ref_logp.sum() / tokens)),
+            "distinct_1": distinct_n(r.replies, 1), "distinct_2": distinct_n(r.replies, 2), "replies": n}
+
+
+def worked_example(r: ScoredReplies, row: int, beta: float, tokenizer: Any,
+                   prompt_length: int) -> tuple[list[dict], dict]:
+    """The token-by-token table of llm-ch6 §6.12 for reply ``row``: log pi, log ref, log-ratio, r_t, G_t.
+
+    Returns (rows, check) where check holds R, the sum of log-ratios, R - beta * sum and G_0:
+    the last two agree (the shaped rewards sum to the KL-penalised score).
+    """
+    m = r.mask[row:row + 1].double()
+    logp, ref = r.logp[row:row + 1].double(), r.ref_logp[row:row + 1].double()
+    rewards = kl_shaped_rewards(r.scores[row:row + 1].to(m.device, torch.float64), logp, ref, m, beta)
+    returns = discounted_returns(rewards, 1.0, mask=m)
+    positions = m[0].nonzero().flatten().tolist()
+    rows = [{"t": t - prompt_length, "token": tokenizer.decode([int(r.ids[row, t])]), "log_pi": float(logp[0, t]),
+             "log_ref": float(ref[0, t]), "log_ratio": float(logp[0, t] - ref[0, t]), "r_t": float(rewards[0, t]),
+             "G_t": float(returns[0, t])} for t in positions]
+    ratio_sum = float(((logp - ref) * m).sum())
+    check = {"prompt": tokenizer.decode(r.ids[row, :prompt_length].tolist()), "R": float(r.scores[row]),
+             "beta": beta, "sum_log_ratio": ratio_sum, "R_minus_beta_sum": float(r.scores[row]) - beta * ratio_sum,
+             "G_0": rows[0]["G_t"], "sum_r_t": float(rewards.sum())}
+    gaps = (check["G_0"] - check["R_minus_beta_sum"], check["sum_r_t"] - check["G_0"])
+    check["sums_agree"] = max(abs(g) for g in gaps) < 1e-9
+    return rows, check
+
+
+def curves_figure(runs: dict[str, Any]):
+    """Reward, exact KL, entropy per token and distinct-1 at each evaluation, one line per run."""
+    from pglab.plots import new_figure
+
+    fig, axes = new_figure(2, 2, figsize=(10, 7))
+    panels = (("reward", "held-out reward"), ("kl_exact", "exact KL to the reference (nats / reply)"),
+              ("entropy", "entropy (nats / token)"), ("distinct_1", "distinct-1"))
+    for ax, (key, title) in zip(axes.flat, panels):
+        for label, run in runs.items():
+            ax.plot([e["step"] for e in run.evals], [e[key] for e in run.evals], marker="o", label=label)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+    axes.flat[0].legend()
+    return fig
+
+
+__all__ = ["ScoredReplies", "curves_figure", "distinct_n", "reply_metrics", "score_replies", "worked_example"]
