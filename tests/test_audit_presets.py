@@ -1,6 +1,7 @@
 """Every audit preset against a hand-written reference: the peer's own loss code, transcribed line by line.
 
-The references follow TRL's GRPOTrainer._compute_loss and RLOOTrainer, verl's core_algos (GRPO
+The pglab presets run the trainer's own ``pg_update``; their reference is the update as the book
+defines it. The references of the others follow TRL's GRPOTrainer._compute_loss and RLOOTrainer, verl's core_algos (GRPO
 advantage, vanilla PPO loss, agg_loss, kl_penalty) and dp_actor, and OpenRLHF's compute_reward,
 get_cumulative_returns, advantage normalisation and PolicyLoss (docs/audit.md gives files and
 options). Presets are built from pglab's estimators; the audit uses only d loss / d logp, so that
@@ -138,8 +139,33 @@ def openrlhf_reference(estimator, kl_coef):
     return loss
 
 
+def pglab_reference(beta, advantage):
+    """train-lm's update by its definition (llm-ch6 §6.11-6.12): the advantage on the score, k1 in the reward with
+    reward-to-go (rloo, dr_grpo), or k3 in the loss (grpo, TRL's sample std); token_mean, or constant B x T for dr_grpo."""
+    def loss(logp, ref, rewards, mask, group):
+        grouped = rewards.view(-1, K)
+        if advantage == "rloo":
+            adv = grouped - (grouped.sum(1, keepdim=True) - grouped) / (K - 1)
+        elif advantage == "grpo":
+            adv = (grouped - grouped.mean(1, keepdim=True)) / (grouped.std(1, keepdim=True) + 1e-4)
+        else:
+            adv = grouped - grouped.mean(1, keepdim=True)
+        per_token = adv.reshape(-1, 1) * mask
+        if advantage != "grpo":
+            kl = ((logp - ref).detach() * mask).flip(-1).cumsum(-1).flip(-1)      # reward-to-go of -beta k1
+            per_token = per_token - beta * kl * mask
+        terms = -per_token * logp
+        if advantage == "grpo":
+            terms = terms + beta * (torch.exp(ref - logp) - (ref - logp) - 1)
+        if advantage == "dr_grpo":
+            return (terms * mask).sum() / mask.numel()
+        return (terms * mask).sum() / mask.sum()
+    return loss
+
+
 def references(beta):
-    refs = {}
+    refs = {"pglab": pglab_reference(beta, "rloo"), "pglab-grpo": pglab_reference(beta, "grpo"),
+            "pglab-dr_grpo": pglab_reference(beta, "dr_grpo")}
     for loss_type in TRL_LOSS_TYPES:
         refs[f"trl-{loss_type}"] = trl_grpo_reference(loss_type, beta, False)
         refs[f"trl-{loss_type}-kl-corrected"] = trl_grpo_reference(loss_type, beta, True)
@@ -153,11 +179,11 @@ def references(beta):
 
 
 def test_every_preset_has_a_reference():
-    assert set(references(0.1)) == set(PRESETS) - {"pglab"}
+    assert set(references(0.1)) == set(PRESETS)
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.3])
-@pytest.mark.parametrize("name", sorted(set(PRESETS) - {"pglab"}))
+@pytest.mark.parametrize("name", sorted(PRESETS))
 def test_preset_gradient_matches_the_peer_code(name, beta, batch):
     ours, theirs = grad_of(get_preset(name, beta), batch), grad_of(references(beta)[name], batch)
     # rtol 1e-8: verl's seq-mean-token-mean divides by (length + 1e-8), a relative change of at most 1e-8
