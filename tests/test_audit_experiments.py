@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
+from pglab.envs.enumerable import EnumerablePolicy
 from pglab.experiments import get_experiment
 from pglab.experiments.grpo_bias import pass_fail_rewards, std_weight
 from pglab.experiments.kl_placement import CONFIGURATIONS, derived_follows
-from pglab.envs.enumerable import EnumerablePolicy
 from pglab.threads import single_torch_thread
 from test_experiments import check_quick
 

@@ -141,7 +141,7 @@ def openrlhf_reference(estimator, kl_coef):
 
 def pglab_reference(beta, advantage):
     """train-lm's update by its definition (llm-ch6 §6.11-6.12): the advantage on the score, k1 in the reward with
-    reward-to-go (rloo, dr_grpo), or k3 in the loss (grpo, TRL's sample std); token_mean, or constant B x T for dr_grpo."""
+    reward-to-go (rloo, dr_grpo), or k3 in the loss (grpo, TRL's sample std); token_mean (constant B x T: dr_grpo)."""
     def loss(logp, ref, rewards, mask, group):
         grouped = rewards.view(-1, K)
         if advantage == "rloo":

@@ -189,7 +189,8 @@ def _groups(n: int, k: int, probs: torch.Tensor, symmetric: bool) -> tuple[list[
     if symmetric:
         groups = list(itertools.combinations_with_replacement(range(n), k))
         idx = torch.tensor(groups)
-        counts = torch.zeros(len(groups), n, dtype=torch.float64).scatter_add_(1, idx, torch.ones_like(idx, dtype=torch.float64))
+        ones = torch.ones_like(idx, dtype=torch.float64)
+        counts = torch.zeros(len(groups), n, dtype=torch.float64).scatter_add_(1, idx, ones)
         log_coef = math.lgamma(k + 1) - torch.lgamma(counts + 1).sum(-1)
         return groups, (log_coef + (counts * probs.log()).sum(-1)).exp()
     groups = list(itertools.product(range(n), repeat=k))

@@ -17,13 +17,13 @@ import torch
 from pglab.estimators import (
     aggregate_loss,
     discounted_returns,
-    group_normalize,
     kl_estimate,
     kl_shaped_rewards,
     leave_one_out,
     masked_mean,
     reinforce_loss,
 )
+from pglab.estimators.advantages import advantages
 
 LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -73,28 +73,26 @@ def placement_loss(kind: str, place: str, beta: float, *, reward_to_go: bool = F
     return loss_fn
 
 
-def advantage_loss(advantage: str, mode: str, *, beta: float = 0.0, kl: str = "k3",
-                   norm_const: float | None = None) -> LossFn:
-    """A group advantage ("loo", "grpo" = centred / group std, "centred", "none" = raw reward) with an aggregation mode.
+def group_advantages(rewards: torch.Tensor, group: torch.Tensor, kind: str, **options) -> torch.Tensor:
+    """``pglab.estimators.advantages`` (kind reinforce | rloo | grpo | dr_grpo) over the audit's groups; [B] -> [B]."""
+    k = by_group(rewards, group).shape[1]
+    return advantages(rewards, kind, k, **options)
+
+
+def advantage_loss(kind: str, mode: str, *, beta: float = 0.0, kl: str = "k3", norm_const: float | None = None,
+                   **options) -> LossFn:
+    """A group advantage (``pglab.estimators.advantages`` kind and options) with an aggregation mode.
 
     The advantage weighs every token of its reply; ``beta`` > 0 adds the KL estimate ``kl`` to the loss.
     ``norm_const`` is for mode "constant" (default: B times the batch's T).
     """
     def loss_fn(logp, ref_logp, rewards, mask, group):
-        grouped = by_group(rewards, group)
-        if advantage == "loo":
-            adv = leave_one_out(grouped)
-        elif advantage == "grpo":
-            adv = group_normalize(grouped, scale="group", unbiased=True, eps=1e-6)
-        elif advantage == "centred":
-            adv = group_normalize(grouped, scale="none")
-        else:
-            adv = grouped
-        const = norm_const if norm_const is not None else float(mask.numel())
-        per_token = -adv.reshape(-1)[:, None].detach() * logp
+        adv = group_advantages(rewards, group, kind, **options)
+        const = (norm_const or float(mask.numel())) if mode == "constant" else None
+        per_token = -adv[:, None] * logp
         if beta:
             per_token = per_token + beta * kl_estimate(logp, ref_logp, kl)
-        return aggregate_loss(per_token, mask, mode, const if mode == "constant" else None)
+        return aggregate_loss(per_token, mask, mode, const)
 
     return loss_fn
 
@@ -108,7 +106,7 @@ def trl_grpo(loss_type: str, beta: float, bias_correction: bool = False) -> Loss
     mode = TRL_LOSS_TYPES[loss_type]
 
     def loss_fn(logp, ref_logp, rewards, mask, group):
-        adv = group_normalize(by_group(rewards, group), scale="group", unbiased=True, eps=1e-4).reshape(-1)
+        adv = group_advantages(rewards, group, "grpo", unbiased=True, eps=1e-4)
         per_token = -adv[:, None] * ratio(logp)
         if beta:
             per_token = per_token + beta * kl_term(logp, ref_logp, "k3", bias_correction)
@@ -119,10 +117,10 @@ def trl_grpo(loss_type: str, beta: float, bias_correction: bool = False) -> Loss
 
 
 def trl_rloo(beta: float) -> LossFn:
-    """TRL RLOOTrainer: score - beta * sum of k1, leave-one-out, one sequence-level ratio per reply, mean over replies."""
+    """TRL RLOOTrainer: score - beta * sum of k1, leave-one-out, a sequence-level ratio per reply, mean over replies."""
     def loss_fn(logp, ref_logp, rewards, mask, group):
         kl = (kl_estimate(logp.detach(), ref_logp, "k1") * mask).sum(-1)
-        adv = leave_one_out(by_group(rewards - beta * kl, group)).reshape(-1)
+        adv = group_advantages(rewards - beta * kl, group, "rloo")
         return reinforce_loss(logp, adv, mask, "seq_mean_token_sum")
 
     return loss_fn
@@ -140,7 +138,7 @@ def verl_grpo(kl_type: str, agg_mode: str, beta: float) -> LossFn:
     mode, kind = VERL_MODES[agg_mode], VERL_KL[kl_type]
 
     def loss_fn(logp, ref_logp, rewards, mask, group):
-        adv = group_normalize(by_group(rewards, group), scale="group", unbiased=True, eps=1e-6).reshape(-1)
+        adv = group_advantages(rewards, group, "grpo", unbiased=True, eps=1e-6)
         const = float(mask.shape[1]) if mode == "constant" else None
         return (reinforce_loss(logp, adv, mask, mode, const)
                 + beta * aggregate_loss(kl_estimate(logp, ref_logp, kind), mask, mode, const))
@@ -148,18 +146,20 @@ def verl_grpo(kl_type: str, agg_mode: str, beta: float) -> LossFn:
     return loss_fn
 
 
+OPENRLHF = {"reinforce": ("reinforce", {}, True), "rloo": ("rloo", {}, False),
+            "group_norm": ("grpo", {"unbiased": True, "eps": 1e-9}, False)}
+"""OpenRLHF algo.advantage.estimator -> (pglab advantage kind, its options, whether the returns are whitened)."""
+
+
 def openrlhf(estimator: str, beta: float) -> LossFn:
     """OpenRLHF: the score (clipped to [-10, 10], then rloo / group_norm on it) on the last token, -beta k1 per
     token, reward-to-go (gamma 1); "reinforce" whitens the returns over the batch's tokens; token-mean loss."""
+    kind, options, whiten = OPENRLHF[estimator]
+
     def loss_fn(logp, ref_logp, rewards, mask, group):
-        score = rewards.clamp(-10.0, 10.0)
-        grouped = by_group(score, group)
-        if estimator == "rloo":
-            score = leave_one_out(grouped).reshape(-1)
-        elif estimator == "group_norm":
-            score = group_normalize(grouped, scale="group", unbiased=True, eps=1e-9).reshape(-1)
+        score = group_advantages(rewards.clamp(-10.0, 10.0), group, kind, **options)
         returns = discounted_returns(kl_shaped_rewards(score, logp, ref_logp, mask, beta), 1.0, mask=mask)
-        if estimator == "reinforce":
+        if whiten:
             centred = returns - masked_mean(returns, mask)
             returns = centred * masked_mean(centred.pow(2), mask).clamp(min=1e-8).rsqrt()
         return reinforce_loss(logp, returns, mask, "token_mean")
@@ -260,7 +260,7 @@ def _presets() -> dict[str, Preset]:
             presets[f"verl-{kl_type}-{agg_mode}"] = Preset(
                 lambda beta, k=kl_type, a=agg_mode: verl_grpo(k, a, beta),
                 f"verl GRPO, use_kl_loss with kl_loss_type={kl_type} ({kind}), loss_agg_mode={agg_mode}")
-    for estimator in ("reinforce", "rloo", "group_norm"):
+    for estimator in OPENRLHF:
         presets[f"openrlhf-{estimator}"] = Preset(
             lambda beta, e=estimator: openrlhf(e, beta),
             f"OpenRLHF defaults (k1 in the reward, gamma 1, token-level loss) with advantage.estimator={estimator}")

@@ -61,7 +61,7 @@ def load_loss(spec: str) -> LossFn:
         try:
             module = importlib.import_module(target)
         except ImportError as err:
-            raise ValueError(f"--loss {spec}: cannot import {target} ({err}); run from the folder that holds it") from None
+            raise ValueError(f"--loss {spec}: cannot import {target} ({err}); run from the folder holding it") from None
     if not hasattr(module, name):
         raise ValueError(f"--loss {spec}: {target} has no {name!r}")
     return getattr(module, name)
@@ -121,7 +121,7 @@ def write_json(report: AuditReport, config: AuditConfig, path: Path) -> None:
             return [finite(v) for v in value]
         return value
 
-    path.write_text(json.dumps(finite({**report.as_dict(), "config": asdict(config)}), indent=2) + "\n")
+    path.write_text(json.dumps(finite({**report.as_dict(), "config": asdict(config)}), indent=2))
 
 
 def preset_lines() -> list[str]:

@@ -168,7 +168,7 @@ class EnumerablePolicy:
         return logp[..., 0] * self.mask
 
     def token_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(log pi, log ref) of every reply token: two [P, N, L] (0 after a reply's end); the first is differentiable."""
+        """(log pi, log ref) of every reply token: two [P, N, L] (0 after a reply's end); log pi is differentiable."""
         with torch.no_grad():
             ref = self._token_logp(self.ref())
         return self._token_logp(self.net()), ref

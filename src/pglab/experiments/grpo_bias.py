@@ -76,9 +76,9 @@ def group_mean_rows(config: Config) -> list[dict]:
                               seed=config.first_seed)
     rows = []
     for k in config.group_sizes:
-        for name, advantage, scale in (("leave-one-out", "loo", 1.0), ("group mean incl. own reward", "centred",
-                                                                       (k - 1) / k)):
-            report = audit_loss(advantage_loss(advantage, "seq_mean_token_sum"), policy, beta=0.0, group_size=k,
+        for name, kind, scale in (("leave-one-out", "rloo", 1.0), ("group mean incl. own reward", "dr_grpo",
+                                                                  (k - 1) / k)):
+            report = audit_loss(advantage_loss(kind, "seq_mean_token_sum"), policy, beta=0.0, group_size=k,
                                 seed=config.first_seed)
             rows.append({"K": k, "advantage": name, "relative_bias": report.relative_bias, "scale": report.scale,
                          "derived_scale": scale, "scaled_bias": report.scaled_bias,
@@ -96,10 +96,10 @@ def std_rows(config: Config) -> tuple[list[dict], list[float]]:
     for k in config.group_sizes:
         derived = torch.tensor([std_weight(p, k) for p in passing], dtype=torch.float64)
         derived = derived / derived.mean()
-        for name, advantage in (("GRPO: centred / std", "grpo"), ("Dr. GRPO: centred", "centred")):
-            report = audit_loss(advantage_loss(advantage, "seq_mean_token_sum"), policy, beta=0.0, group_size=k,
-                                seed=config.first_seed)
-            expected = derived if advantage == "grpo" else torch.ones_like(derived)
+        for name, kind, expected in (("GRPO: centred / std", "grpo", derived),
+                                     ("Dr. GRPO: centred", "dr_grpo", torch.ones_like(derived))):
+            report = audit_loss(advantage_loss(kind, "seq_mean_token_sum", unbiased=True, eps=STD_EPS), policy,
+                                beta=0.0, group_size=k, seed=config.first_seed)
             weights = torch.tensor(report.prompt_weights, dtype=torch.float64)
             uniform = bool((expected - 1).abs().max() < 1e-12)
             rows.append({"K": k, "advantage": name, "relative_bias": report.relative_bias, "scale": report.scale,
@@ -122,13 +122,14 @@ def aggregation_rows(config: Config) -> list[dict]:
     rows = []
     for k in config.group_sizes:
         for mode in MODES:
-            report = audit_loss(advantage_loss("loo", mode, norm_const=float(k * config.length)), policy, beta=0.0,
+            report = audit_loss(advantage_loss("rloo", mode, norm_const=float(k * config.length)), policy, beta=0.0,
                                 group_size=k, seed=config.first_seed)
             length_norm = next(c for c in report.candidates if c["objective"] == "length_normalised")
             rows.append({"K": k, "mode": mode, "relative_bias": report.relative_bias, "scale": report.scale,
                          "scaled_bias": report.scaled_bias, "total_variance": report.total_variance,
                          "follows": report.follows or "none found",
-                         "length_normalised_scale": length_norm["scale"], "length_normalised_sine": length_norm["sine"]})
+                         "length_normalised_scale": length_norm["scale"],
+                         "length_normalised_sine": length_norm["sine"]})
     return rows
 
 
