@@ -71,6 +71,14 @@ def std_weight(p: float, k: int, eps: float = STD_EPS) -> float:
     return total
 
 
+def measured(report) -> dict:
+    """The columns every table shares; the variance is also given at scale 1 (divided by scale squared), so that
+    estimators that differ only by a constant factor compare fairly."""
+    return {"relative_bias": report.relative_bias, "scale": report.scale, "scaled_bias": report.scaled_bias,
+            "total_variance": report.total_variance, "variance_at_scale_1": report.total_variance / report.scale ** 2,
+            "follows": report.follows or "none found"}
+
+
 def group_mean_rows(config: Config) -> list[dict]:
     policy = EnumerablePolicy(prompts=config.prompts, vocab=config.vocab, length=config.length,
                               seed=config.first_seed)
@@ -80,9 +88,7 @@ def group_mean_rows(config: Config) -> list[dict]:
                                                                   (k - 1) / k)):
             report = audit_loss(advantage_loss(kind, "seq_mean_token_sum"), policy, beta=0.0, group_size=k,
                                 seed=config.first_seed)
-            rows.append({"K": k, "advantage": name, "relative_bias": report.relative_bias, "scale": report.scale,
-                         "derived_scale": scale, "scaled_bias": report.scaled_bias,
-                         "total_variance": report.total_variance, "follows": report.follows or "none found"})
+            rows.append({"K": k, "advantage": name, **measured(report), "derived_scale": scale})
     return rows
 
 
@@ -102,9 +108,7 @@ def std_rows(config: Config) -> tuple[list[dict], list[float]]:
                                 beta=0.0, group_size=k, seed=config.first_seed)
             weights = torch.tensor(report.prompt_weights, dtype=torch.float64)
             uniform = bool((expected - 1).abs().max() < 1e-12)
-            rows.append({"K": k, "advantage": name, "relative_bias": report.relative_bias, "scale": report.scale,
-                         "scaled_bias": report.scaled_bias, "total_variance": report.total_variance,
-                         "follows": report.follows or "none found",
+            rows.append({"K": k, "advantage": name, **measured(report),
                          "derived": "reverse_kl" if uniform else "reweighted",
                          "prompt_weights": ", ".join(f"{w:.4f}" for w in weights.tolist()),
                          "derived_weights": ", ".join(f"{w:.4f}" for w in expected.tolist()),
@@ -125,9 +129,7 @@ def aggregation_rows(config: Config) -> list[dict]:
             report = audit_loss(advantage_loss("rloo", mode, norm_const=float(k * config.length)), policy, beta=0.0,
                                 group_size=k, seed=config.first_seed)
             length_norm = next(c for c in report.candidates if c["objective"] == "length_normalised")
-            rows.append({"K": k, "mode": mode, "relative_bias": report.relative_bias, "scale": report.scale,
-                         "scaled_bias": report.scaled_bias, "total_variance": report.total_variance,
-                         "follows": report.follows or "none found",
+            rows.append({"K": k, "mode": mode, **measured(report),
                          "length_normalised_scale": length_norm["scale"],
                          "length_normalised_sine": length_norm["sine"]})
     return rows
@@ -205,14 +207,14 @@ def run(config: Config, result: Result) -> None:
 
     fig, (left, right) = new_figure(1, 2, figsize=(10, 4))
     for mode in MODES:
-        left.plot(ks, [by[k, mode]["total_variance"] for k in ks], marker="o", label=mode)
+        left.plot(ks, [by[k, mode]["variance_at_scale_1"] for k in ks], marker="o", label=mode)
     for name in ("leave-one-out", "group mean incl. own reward"):
-        left.plot(ks, [r["total_variance"] for r in group_mean if r["advantage"] == name], marker="s", ls="--",
+        left.plot(ks, [r["variance_at_scale_1"] for r in group_mean if r["advantage"] == name], marker="s", ls="--",
                   label=f"{name} (fixed length)")
     left.set_xscale("log", base=2)
     left.set_yscale("log")
     left.set_xlabel("K (replies per prompt)")
-    left.set_ylabel("total variance of one batch's gradient")
+    left.set_ylabel("total variance / scale^2 of one batch")
     left.legend(fontsize=7)
     for mode in ("seq_mean_token_mean", "token_mean"):
         right.plot(ks, [by[k, mode]["scaled_bias"] for k in ks], marker="o", label=mode)
