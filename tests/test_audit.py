@@ -151,3 +151,5 @@ def test_bad_arguments_are_refused():
         audit_loss(fn, policy, beta=0.1, group_size=0)
     with pytest.raises(ValueError, match="beta"):
         audit_loss(fn, policy, beta=float("nan"), group_size=2)
+    with pytest.raises(ValueError, match="samples >= 2"):
+        audit_loss(fn, policy, beta=0.1, group_size=2, samples=1)

@@ -262,10 +262,9 @@ def _monte_carlo(batches: Batches, samples: int, generator: torch.Generator) -> 
     """(sampled w [S, M]) -> mean [M] and the unbiased covariance [M, M]."""
     with Counter("auditing the loss (Monte Carlo)", total=samples) as bar:
         draws = []
-        for s in range(samples):
+        for _ in range(samples):
             draws.append(batches.weights(batches.draw(generator)))
-            if (s + 1) % 512 == 0:
-                bar.advance(512)
+            bar.advance()
     w = torch.stack(draws)
     centred = w - w.mean(0)
     return w, centred.T @ centred / (samples - 1)
@@ -285,6 +284,9 @@ def audit_loss(loss_fn: Callable, policy: EnumerablePolicy, *, beta: float, grou
         raise ValueError(f"group_size must be an integer >= 1 (replies per prompt in a batch), got {group_size!r}")
     if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta >= 0):
         raise ValueError(f"beta must be a finite number >= 0 (the KL price of J), got {beta!r}")
+    if samples < 2 or max_batches < 1:
+        raise ValueError(f"pass samples >= 2 (Monte Carlo draws, for a standard error) and max_batches >= 1; "
+                         f"got samples={samples}, max_batches={max_batches}")
     generator = torch.Generator().manual_seed(seed)
     batches = Batches(loss_fn, policy, group_size)
     params = policy.parameters()
@@ -300,8 +302,6 @@ def audit_loss(loss_fn: Callable, policy: EnumerablePolicy, *, beta: float, grou
         kind = "multisets" if symmetric else "ordered groups"
         structure = f"{kind}, {'group by group' if separable else 'every combination of groups'}"
     else:
-        if samples < 2:
-            raise ValueError(f"samples must be >= 2 for a Monte Carlo standard error, got {samples}")
         draws, cov_w = _monte_carlo(batches, samples, generator)
         mean_w, used, structure = draws.mean(0), samples, "monte carlo"
     gradient = mean_w @ jacobian
