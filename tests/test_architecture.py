@@ -126,10 +126,12 @@ def test_one_checkpoint_writer_resume_check_and_jsonl_writer():
 
 
 def test_one_token_log_prob_function():
-    """log_softmax(...).gather(...) over token ids: scoring.py; the sampler's own draw; CartPole's actions."""
+    """log_softmax(...).gather(...) over token ids: scoring.py; the sampler's own draw; CartPole's actions; the
+    enumerable LM environment, which scores its own replies from logits (envs sits below sampling)."""
     def token_logp(name, node):
         return name.endswith("gather") and "log_softmax" in ast.unparse(node.func)
-    assert places(token_logp) <= {"sampling/scoring.py", "sampling/episodes.py", "trainers/cartpole.py"}
+    assert places(token_logp) <= {"sampling/scoring.py", "sampling/episodes.py", "trainers/cartpole.py",
+                                  "envs/enumerable.py"}
 
 
 def test_one_advantage_dispatcher():

@@ -23,6 +23,7 @@ def print_result(result: Result, folder: Path | None = None, written: list[Path]
                  max_rows: int = 20) -> None:
     """Print a Result's claims and tables on the terminal."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get whole columns
@@ -34,7 +35,7 @@ def print_result(result: Result, folder: Path | None = None, written: list[Path]
         for c in columns:
             table.add_column(str(c))
         for row in rows[:max_rows]:
-            table.add_row(*(format_value(row.get(c, "")) for c in columns))
+            table.add_row(*(escape(format_value(row.get(c, ""))) for c in columns))
         if len(rows) > max_rows:
             table.caption = f"{len(rows) - max_rows} more rows in the CSV"
         console.print(table)
@@ -44,7 +45,7 @@ def print_result(result: Result, folder: Path | None = None, written: list[Path]
             table.add_column(c)
         for check in result.checks:
             ok = "[green]yes[/green]" if check.passed else "[red]NO[/red]"
-            table.add_row(check.claim, format_value(check.value), check.expected, ok)
+            table.add_row(escape(check.claim), format_value(check.value), escape(check.expected), ok)
         console.print(table)
     if folder is not None:
         kinds = ", ".join(dict.fromkeys(p.suffix.lstrip(".") for p in written or []))
@@ -195,6 +196,25 @@ def cmd_demo(args) -> int:
     return 0 if result.passed else 1
 
 
+def cmd_audit(args) -> int:
+    from pglab.audit.report import AuditConfig, preset_lines, run_audit, summary_rows, write_json
+
+    if args.list:
+        print(*preset_lines(), sep="\n")
+        return 0
+    if args.json and not Path(args.json).absolute().parent.is_dir():
+        raise UsageError(f"--json {args.json}: its folder does not exist; pass a file in an existing folder")
+    config = AuditConfig(**{k: v for k, v in vars(args).items() if k in AuditConfig.__dataclass_fields__})
+    report = run_audit(config)
+    name = args.preset or args.loss
+    print_result(Result(f"audit {name}", {}, tables={f"audit of {name}": summary_rows(report),
+                                                     "objectives": report.candidates}))
+    if args.json:
+        write_json(report, config, Path(args.json))
+        print(f"report written to {args.json}")
+    return 0
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with one-line errors (exit 2) and no abbreviated options (``--seed`` is not ``--seeds``)."""
 
@@ -322,6 +342,22 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     serve.set_defaults(func=cmd_serve)
+
+    audit = sub.add_parser("audit", help="exact bias and variance of a policy-gradient loss (pglab audit --list)")
+    audit.add_argument("--preset", help="a named configuration (see --list)")
+    audit.add_argument("--loss", help="module:function or file.py:function with the signature "
+                       "loss_fn(logp, ref_logp, rewards, mask, group) -> scalar")
+    audit.add_argument("--list", action="store_true", help="list the presets")
+    audit.add_argument("--beta", type=float, default=0.1, help="KL price of the objective J and of a preset (0.1)")
+    audit.add_argument("--group-size", type=integer, default=4, help="replies per prompt in a batch (4)")
+    audit.add_argument("--policy", choices=["table", "gpt2"], default="table", help="parametrisation (table)")
+    audit.add_argument("--variable-length", action="store_true", help="an end token: replies of 1 or 2 tokens")
+    audit.add_argument("--prompts", type=integer, default=2, help="prompts in a batch, one group each (2)")
+    audit.add_argument("--seed", type=integer, default=0, help="RNG seed of the policy, the rewards and sampling (0)")
+    audit.add_argument("--monte-carlo", action="store_true", help="draw batches even where enumeration fits")
+    audit.add_argument("--samples", type=integer, default=20_000, help="batches drawn in Monte Carlo mode (20000)")
+    audit.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    audit.set_defaults(func=cmd_audit)
 
     bench = sub.add_parser("bench", help="run a speed benchmark (pglab bench --list)")
     bench.add_argument("name", nargs="?")

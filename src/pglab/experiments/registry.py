@@ -59,6 +59,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "lm-kl": ("lm_kl", "leave-one-out REINFORCE on the embedded tiny GPT-2, beta 0 / 0.05 / 0.2 (llm-ch6 §6.11-6.12)"),
     "lm-beta-optimum": ("lm_beta_optimum", "enumerable toy LM: training with beta approaches pi* ~ ref exp(r / beta) "
                                            "(llm-ch6)"),
+    "kl-placement": ("kl_placement", "k1 / k2 / k3 in the reward or the loss, audited exactly: which objective each "
+                                     "follows, and where training ends (llm-ch6)"),
+    "grpo-bias": ("grpo_bias", "GRPO's group mean, std scaling and aggregation modes, audited exactly at K = 2, 4, 8 "
+                               "(llm-ch6, agents-ch6 §6.6)"),
 }
 """name -> (module in pglab.experiments, one-line summary)."""
 

@@ -1,0 +1,128 @@
+"""What ``pglab audit`` runs and prints: the default policy, a loss named by preset or by module:function, the table."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pglab.audit.core import AuditReport, audit_loss
+from pglab.audit.presets import PRESETS, LossFn, get_preset
+from pglab.envs.enumerable import EnumerablePolicy
+
+
+@dataclass
+class AuditConfig:
+    """The settings of one ``pglab audit`` run."""
+
+    preset: str | None = None
+    """A preset name (``pglab audit --list``), or None with ``loss``."""
+    loss: str | None = None
+    """module:function or path/to/file.py:function, a loss with the audit's signature."""
+    beta: float = 0.1
+    """KL price of the stated objective J (and the KL coefficient of a preset)."""
+    group_size: int = 4
+    """Replies per prompt in a batch."""
+    policy: str = "table"
+    """Parametrisation: table (logits per prefix) or gpt2 (a tiny random GPT-2)."""
+    variable_length: bool = False
+    """Add an end token so that replies have 1 or 2 tokens (then vocab 3: two tokens and the end)."""
+    prompts: int = 2
+    """Prompts P (the batch holds one group per prompt)."""
+    length: int = 2
+    """Most tokens in a reply."""
+    seed: int = 0
+    """RNG seed of the weights, the rewards and the structure checks (and of Monte Carlo draws)."""
+    monte_carlo: bool = False
+    """Draw batches even where enumeration fits."""
+    samples: int = 20_000
+    """Batches drawn in Monte Carlo mode."""
+
+
+def load_loss(spec: str) -> LossFn:
+    """The function named by 'module:function' or 'path/to/file.py:function'."""
+    target, sep, name = spec.rpartition(":")
+    if not sep or not target or not name:
+        raise ValueError(f"--loss takes module:function or file.py:function, got {spec!r}")
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_file():
+            raise ValueError(f"--loss {spec}: no file {path}")
+        module_spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    else:
+        if str(Path.cwd()) not in sys.path:
+            sys.path.insert(0, str(Path.cwd()))
+        try:
+            module = importlib.import_module(target)
+        except ImportError as err:
+            raise ValueError(f"--loss {spec}: cannot import {target} ({err}); run from the folder holding it") from None
+    if not hasattr(module, name):
+        raise ValueError(f"--loss {spec}: {target} has no {name!r}")
+    return getattr(module, name)
+
+
+def make_policy(config: AuditConfig) -> EnumerablePolicy:
+    """The enumerable policy the CLI audits on."""
+    return EnumerablePolicy(prompts=config.prompts, vocab=3 if config.variable_length else 2, length=config.length,
+                            eos=config.variable_length, parametrisation=config.policy, seed=config.seed)
+
+
+def run_audit(config: AuditConfig) -> AuditReport:
+    """Validate the settings, build the loss and the policy, and audit."""
+    if (config.preset is None) == (config.loss is None):
+        raise ValueError("name a loss: --preset NAME (see --list) or --loss module:function")
+    if config.policy not in ("table", "gpt2"):
+        raise ValueError(f"--policy must be table or gpt2, got {config.policy!r}")
+    for name, low in (("group_size", 1), ("prompts", 1), ("length", 1), ("seed", 0), ("samples", 2)):
+        if getattr(config, name) < low:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(config, name)}")
+    if not (math.isfinite(config.beta) and config.beta >= 0):
+        raise ValueError(f"--beta must be a finite number >= 0, got {config.beta}")
+    loss_fn = get_preset(config.preset, config.beta) if config.preset else load_loss(config.loss)
+    return audit_loss(loss_fn, make_policy(config), beta=config.beta, group_size=config.group_size,
+                      seed=config.seed, samples=config.samples, monte_carlo=config.monte_carlo)
+
+
+def summary_rows(report: AuditReport) -> list[dict]:
+    """The report as rows of (quantity, value, meaning) for the terminal table."""
+    se = report.standard_errors
+    rows = [
+        ("relative bias", report.relative_bias, "|E[g] - grad(-J)| / |grad J|"
+         + (f" (noise {se['relative_bias']:.2g})" if se else "")),
+        ("cosine", report.cosine, "between E[g] and grad(-J)"),
+        ("scale", report.scale, "c minimising |E[g] - c grad(-J)|" + (f" (se {se['scale']:.2g})" if se else "")),
+        ("scaled bias", report.scaled_bias, "|E[g] - c grad(-J)| / |c grad J|"),
+        ("total variance", report.total_variance, "E|g - E[g]|^2 of one batch"),
+        ("follows", report.follows or "none found", "objective whose gradient E[g] is, up to a positive scale"),
+        ("mode", "exact" if report.exact else "monte carlo", f"{report.batches:,} batches ({report.structure})"),
+    ]
+    if report.prompt_weights is not None:
+        rows.append(("prompt weights", ", ".join(f"{w:.3g}" for w in report.prompt_weights),
+                     "best per-prompt scales of J's terms, mean 1"))
+    return [{"quantity": q, "value": v, "meaning": m} for q, v, m in rows]
+
+
+def write_json(report: AuditReport, config: AuditConfig, path: Path) -> None:
+    """The report's fields and the settings, as JSON."""
+    from dataclasses import asdict
+
+    def finite(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [finite(v) for v in value]
+        return value
+
+    path.write_text(json.dumps(finite({**report.as_dict(), "config": asdict(config)}), indent=2))
+
+
+def preset_lines() -> list[str]:
+    return [f"{name:<42} {preset.summary}" for name, preset in PRESETS.items()]

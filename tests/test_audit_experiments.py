@@ -1,0 +1,69 @@
+"""kl-placement and grpo-bias: every claim at QUICK size and at a second first seed; the derivations they use."""
+
+import math
+
+import pytest
+import torch
+
+from pglab.envs.enumerable import EnumerablePolicy
+from pglab.experiments import get_experiment
+from pglab.experiments.grpo_bias import pass_fail_rewards, std_weight
+from pglab.experiments.kl_placement import CONFIGURATIONS, derived_follows
+from pglab.threads import single_torch_thread
+from test_experiments import check_quick
+
+
+@pytest.mark.slow
+def test_kl_placement_quick_run_holds_every_claim():
+    result = check_quick("kl-placement")
+    rows = result.tables["placements"]
+    assert len(rows) == 2 * 3 * 2 * len(CONFIGURATIONS)
+    assert {r["follows"] for r in rows} == {"reverse_kl", "reward_only", "tokenwise_reverse_kl",
+                                            "tokenwise_forward_kl", "forward_kl", "none found"}
+    training = {r["trained with"]: r for r in result.tables["training"]}
+    assert training["k1 in the reward"]["kl_to_pi_star"] < training["k3 in the loss"]["kl_to_pi_star"]
+
+
+@pytest.mark.slow
+def test_grpo_bias_quick_run_holds_every_claim():
+    result = check_quick("grpo-bias")
+    assert {r["K"] for r in result.tables["aggregation"]} == {2, 4, 8}
+    assert all(r["total_variance"] > 0 for table in ("group_mean", "std_scaling", "aggregation")
+               for r in result.tables[table])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["kl-placement", "grpo-bias"])
+def test_claims_hold_at_another_first_seed(name):
+    with single_torch_thread():
+        result = get_experiment(name).run(quick=True, first_seed=100)
+    assert result.passed, [(c.claim, c.value) for c in result.failed_checks()]
+
+
+def test_derived_verdicts():
+    assert derived_follows("k1", "reward", False, 2) == "reverse_kl"
+    assert derived_follows("k3", "reward", False, 1) is None
+    assert derived_follows("k1", "loss", False, 1) == "reward_only"
+    assert derived_follows("k3", "loss", False, 1) == "forward_kl"
+    assert derived_follows("k3", "loss", True, 2) == derived_follows("k2", "loss", False, 2) == "tokenwise_reverse_kl"
+
+
+def test_std_weight_closed_forms():
+    """K = 2: a split group gets advantages +-(1/2) / (sqrt(1/2) + eps), so the weight is the same for every p."""
+    eps = 1e-6
+    for p in (0.1, 0.5, 0.9):
+        assert std_weight(p, 2, eps) == pytest.approx(0.5 / (math.sqrt(0.5) + eps), rel=1e-12)
+    # K = 3 by hand: m ~ Binomial(2, p) other passes; std of {1,0,0} and {1,1,0} is sqrt(1/3)
+    p, s = 0.3, math.sqrt(1 / 3)
+    by_hand = ((1 - p) ** 2 * (2 / 3) / (s + eps) + 2 * p * (1 - p) * ((1 / 3) / (s + eps) + (1 / 3) / (s + eps))
+               + p ** 2 * (2 / 3) / (s + eps))
+    assert std_weight(p, 3, eps) == pytest.approx(by_hand, rel=1e-12)
+    assert std_weight(0.5, 8) != pytest.approx(std_weight(0.1, 8), rel=1e-3)
+
+
+def test_pass_fail_rewards_mix_passes_and_failures():
+    policy = EnumerablePolicy(prompts=3, vocab=2, length=2, seed=0)
+    rewards = pass_fail_rewards(policy, (0.1, 0.5, 0.9))
+    assert set(rewards.unique().tolist()) == {0.0, 1.0}
+    assert bool((rewards.sum(-1) >= 1).all() and (rewards.sum(-1) <= rewards.shape[1] - 1).all())
+    assert rewards.dtype == torch.float64
