@@ -149,3 +149,35 @@ def rank_sum_p(low: np.ndarray, high: np.ndarray, resamples: int = 20_000, seed:
     u = np.einsum("si,ij,sj->s", (~member).astype(float), wins, member.astype(float))
     observed = wins[:len(low), len(low):].sum()
     return float(np.mean(u >= observed - 1e-9))
+
+
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+"""Student's t 0.975 quantiles for 1..10 degrees of freedom."""
+
+
+def prediction_half_width(values: np.ndarray) -> float:
+    """Half-width of the 95% prediction interval for one more draw: t_{n-1} sd sqrt(1 + 1/n); values [n], n >= 2.
+
+    Past 10 degrees of freedom t is approximated by 1.96 + 2.4 / df + 2.6 / df^2 (within 0.1% of the quantile).
+    """
+    n = len(values)
+    if n < 2:
+        raise ValueError(f"a prediction interval needs at least 2 values, got {n}; raise --seeds")
+    t = T_975[n - 2] if n - 1 <= len(T_975) else 1.96 + 2.4 / (n - 1) + 2.6 / (n - 1) ** 2
+    return float(t * np.std(values, ddof=1) * math.sqrt(1 + 1 / n))
+
+
+def check_one_more(result: Result, claim: str, values: Any, book: float, *, log: bool = False) -> bool:
+    """Record the claim that the book's number is a plausible draw from our seeds' ``values`` [n].
+
+    The book ran one seed; if its number came from the same distribution as ours, it lies in the
+    95% prediction interval of one more of our runs (``prediction_half_width``), on a log scale
+    for ratios (``log=True``).
+    """
+    values = np.asarray(values, dtype=float)
+    scale = np.log if log else (lambda x: x)
+    centre, half = float(scale(values).mean()), prediction_half_width(scale(values))
+    low, high = (math.exp(centre - half), math.exp(centre + half)) if log else (centre - half, centre + half)
+    return result.check(claim, book, low <= book <= high, f"in [{low:.4g}, {high:.4g}]",
+                        f"95% prediction interval of one more of our {len(values)} seeds (t sd sqrt(1 + 1/n)"
+                        f"{' of the log' if log else ''}; ours range {values.min():.4g}-{values.max():.4g})")
