@@ -95,8 +95,8 @@ def test_detached_baseline_is_unbiased_attached_is_not():
 def closed_form(mask, mode, norm_const=None):
     """The losses docstring's per-token weight of each mode on policy positions [B, T]."""
     lengths, batch = mask.sum(-1, keepdim=True), mask.shape[0]
-    per = {"token_mean": 1 / lengths.sum(), "seq_mean_token_sum": 1 / batch, "seq_mean_token_mean": 1 / (batch * lengths),
-           "constant": 1 / (norm_const or 1.0)}[mode]
+    per = {"token_mean": 1 / lengths.sum(), "seq_mean_token_sum": 1 / batch,
+           "seq_mean_token_mean": 1 / (batch * lengths), "constant": 1 / (norm_const or 1.0)}[mode]
     return per * mask
 
 

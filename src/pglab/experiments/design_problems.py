@@ -5,7 +5,11 @@
 2. Detaching the wrong tensor: on a five-call bandit with a baseline read off the policy's own
    probabilities, the estimate with the baseline detached against attached, vs the exact gradient.
 3. The zero-advantage batch: after one ordinary Adam step, a step on all-zero advantages moves the
-   parameters (Adam's momentum) unless ``policy_gradient_step`` skips a zero gradient.
+   parameters (Adam's momentum) unless ``policy_gradient_step`` skips a zero gradient. That the guard
+   leaves them bit-identical is a unit test (``tests/test_step.py``). The size of the unguarded move
+   is not compared with the book's 0.4903: Adam's second step moves every parameter the first batch
+   reached by lr x 0.670, so the move is lr x 0.670 x sqrt(parameters reached), a count set by the
+   architecture and the vocabulary (the book's 0.4903 is 133,900 of its 157,244 parameters).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pglab.envs.bugfix import make_tasks
 from pglab.estimators import pair_cosines, reinforce_loss
 from pglab.plots import log_axis, new_figure, outside_legend
 from pglab.result import Result
-from pglab.stats import standard_error
+from pglab.stats import book_tolerance, half_unit, standard_error
 from pglab.threads import single_torch_thread
 from pglab.trainers.step import policy_gradient_step
 
@@ -58,23 +62,39 @@ class Config:
     """The full size is the quick one: the 240 probe episodes dominate its 10 s, and every claim needs them."""
 
 
-def detach_errors(config: Config) -> dict[str, float]:
-    """Relative error to the exact gradient of the estimate with the baseline b = pi(call 0) detached and attached."""
+def detach_errors(config: Config, chunks: int = 100) -> dict[str, float]:
+    """Relative error to the exact gradient of the estimate with the baseline b = pi(call 0) detached and attached.
+
+    The samples are split into ``chunks`` equal parts whose estimates average to the full one, which
+    gives each error its Monte Carlo standard error (delta method along the error's direction, key
+    ``se <name>``) and the noise level sqrt(trace Cov / N) / |grad J| (key ``noise``).
+    """
     logits = torch.tensor(config.bandit_logits, dtype=torch.float64, requires_grad=True)
     reward_of = torch.tensor(config.bandit_rewards, dtype=torch.float64)
     probs = torch.softmax(logits, -1)
     exact = GaussianBandit(config.bandit_rewards, sd=0.0).exact_gradient(logits.detach())   # pi * (r - J)
     gen = torch.Generator().manual_seed(config.seed)
-    actions = torch.multinomial(probs.detach(), config.bandit_samples, replacement=True, generator=gen)
-    logp = torch.log_softmax(logits, -1)[actions][None]                              # [1, N]
+    n = config.bandit_samples - config.bandit_samples % chunks
+    actions = torch.multinomial(probs.detach(), n, replacement=True, generator=gen).view(chunks, -1)
+    logp = torch.log_softmax(logits, -1)[actions]                                    # [chunks, N / chunks]
     baseline = probs[0]                                                               # a function of the logits
-    ones = torch.ones_like(logp)
-    detached = reinforce_loss(logp, reward_of[actions][None] - baseline, ones)      # reinforce_loss detaches A
-    attached = -((reward_of[actions] - baseline) * logp[0]).mean()                  # the bug: A keeps its graph
+    ones = torch.ones_like(logp[0])[None]
     out = {}
-    for name, loss in (("detached", detached), ("attached", attached)):
-        (loss_grad,) = torch.autograd.grad(loss, logits, retain_graph=True)
-        out[name] = float((loss_grad + exact).norm() / exact.norm())       # the estimate is minus loss_grad
+    for name in ("detached", "attached"):
+        parts = []
+        for k in range(chunks):
+            if name == "detached":                                                    # reinforce_loss detaches A
+                loss = reinforce_loss(logp[k][None], (reward_of[actions[k]] - baseline)[None], ones)
+            else:                                                                     # the bug: A keeps its graph
+                loss = -((reward_of[actions[k]] - baseline) * logp[k]).mean()
+            parts.append(-torch.autograd.grad(loss, logits, retain_graph=True)[0])  # the estimate is minus it
+        parts = torch.stack(parts)                                                    # [chunks, 5]
+        error = parts.mean(0) - exact
+        direction = error / error.norm()
+        out[name] = float(error.norm() / exact.norm())
+        out[f"se {name}"] = float((parts @ direction).std() / math.sqrt(chunks) / exact.norm())
+        if name == "detached":
+            out["noise"] = float(parts.var(0).sum().div(chunks).sqrt() / exact.norm())
     return out
 
 
@@ -135,7 +155,8 @@ def run(config: Config, result: Result) -> None:
         rows.append({"batch": size, "mean_cosine": float(values.mean()), "se": float(standard_error(values)),
                      "book": BOOK["cosine"].get(size)})
     result.tables["gradient_cosine"] = rows
-    result.tables["detach"] = [{"baseline": k, "relative_error": v, "book": BOOK[k]} for k, v in errors.items()]
+    result.tables["detach"] = [{"baseline": k, "relative_error": errors[k], "se": errors[f"se {k}"], "book": BOOK[k]}
+                               for k in ("detached", "attached")]
     result.tables["zero_advantage_step"] = [
         {"guard": "skip zero gradient" if guard else "none (plain Adam step)", "loss": stats["loss"],
          "grad_norm": stats["grad_norm"], "skipped": stats["skipped"], "parameter_change": change,
@@ -155,11 +176,12 @@ def run(config: Config, result: Result) -> None:
                            low=2 * se, tolerance=f"2 standard errors of the difference over {config.pairs} pairs "
                                                  f"(se = {se:.3f}, given the {probe.batch_size}-episode probe)")
     result.figures["cosine_vs_batch"] = cosine_figure(rows, probe.batch_size, config.pairs)
-    result.check_range("detached baseline: relative error to the exact gradient", errors["detached"], high=0.01,
-                       tolerance="acceptance 0.01; Monte Carlo noise ~ 1/sqrt(samples)")
-    result.check_range("attached baseline: relative error to the exact gradient", errors["attached"], low=0.5,
-                       tolerance="acceptance 0.5 (book: 1.538)")
-    result.check_range("zero-advantage Adam step without the guard: parameter change", moved[False][0], low=1e-6,
-                       tolerance="any movement: the gradient is exactly zero (book: 0.49)")
-    result.check("zero-advantage step with the guard leaves the parameters bit-identical", moved[True][0],
-                 moved[True][1] and moved[True][2]["skipped"], "0, bit-identical", "exact")
+    noise = errors["noise"]
+    result.check_range("detached baseline: relative error to the exact gradient", errors["detached"],
+                       high=3 * noise, tolerance=f"3 Monte Carlo noise levels sqrt(trace Cov / N) / |grad J| "
+                                                 f"(noise = {noise:.2g}; the book's {BOOK['detached']} is inside)")
+    tol = book_tolerance(errors["se attached"], 3) + half_unit(str(BOOK["attached"]))
+    result.check_close("attached baseline: relative error to the exact gradient vs the book's 1.538",
+                       errors["attached"], BOOK["attached"], tol,
+                       f"3 se of the difference of two {config.bandit_samples:,}-sample estimates (ours: se = "
+                       f"{errors['se attached']:.2g}, the book's taken equal) plus half the book's last digit")

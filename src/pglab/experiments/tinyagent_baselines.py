@@ -94,6 +94,11 @@ def measure(seed: int, config: Config) -> dict:
     body = scores[:, ~in_head].pow(2).sum(-1)                                      # without the untied head
     turns = torch.tensor([float(i["n_turns"]) for i in probe.info])
     p = float(rewards.mean())
+
+    def split(where: torch.Tensor) -> str:
+        counts = where.sum(-1).double()                                            # [N]
+        return f"{float(counts[success].mean()):.1f} / {float(counts[~success].mean()):.1f}"
+
     return {"seed": seed, "episodes": probe.batch_size, "params": scores.shape[1], "mean reward": p, "b*": b_star,
             "b* / mean reward": b_star / p if p > 0 else math.nan,
             **{f"V({name})": v for name, v in variance.items()},
@@ -101,10 +106,8 @@ def measure(seed: int, config: Config) -> dict:
             "F / S": float(norms[~success].mean() / norms[success].mean()),
             "F / S without the head": float(body[~success].mean() / body[success].mean()),
             "mean beats none below F / S =": (2 - p) / (1 - p),
-            "policy tokens: success / failure": f"{float((probe.owner[success] == POLICY).sum(-1).double().mean()):.1f}"
-                                                f" / {float((probe.owner[~success] == POLICY).sum(-1).double().mean()):.1f}",
-            "tool tokens: success / failure": f"{float((probe.owner[success] == TOOL).sum(-1).double().mean()):.1f}"
-                                              f" / {float((probe.owner[~success] == TOOL).sum(-1).double().mean()):.1f}",
+            "policy tokens: success / failure": split(probe.owner == POLICY),
+            "tool tokens: success / failure": split(probe.owner == TOOL),
             "turns: success / failure": f"{float(turns[success].mean()):.2f} / {float(turns[~success].mean()):.2f}",
             "parabola": parabola(rewards, scores)}
 

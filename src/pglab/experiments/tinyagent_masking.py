@@ -46,7 +46,7 @@ class Config:
 
 
 def loss_gradients(model: torch.nn.Module, batch: TokenBatch) -> tuple[torch.Tensor, torch.Tensor]:
-    """Where -(1/B) sum_n R_n sum_t m_t log pi reaches: (has a logit gradient [B, T] bool, embedding-gradient norm [B, T]).
+    """Where -(1/B) sum_n R_n sum_t m_t log pi reaches: (has a logit gradient, embedding-gradient norm), both [B, T].
 
     Logits at t predict token t + 1, so "has a logit gradient" is shifted onto the predicted token.
     """
@@ -86,7 +86,8 @@ def run(config: Config, result: Result) -> None:
                              "positions with a logit gradient": int(direct.sum()),
                              "policy tokens of successful episodes":
                                  int(((batch.action_mask > 0) & (batch.rewards[:, None] > 0)).sum()),
-                             "tool / policy": by["tool"] / by["policy"], "prompt / policy": by["prompt"] / by["policy"]})
+                             "tool / policy": by["tool"] / by["policy"],
+                             "prompt / policy": by["prompt"] / by["policy"]})
     result.summary = (
         f"{config.seeds} base agents, {per_seed[0]['episodes']} episodes each ({config.per_task} per training task). "
         "The loss -(1/B) sum_n R_n sum_t m_t log pi is backpropagated to the logits and to the input embeddings (a "
