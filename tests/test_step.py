@@ -49,7 +49,8 @@ def test_clipping_reports_pre_clip_norm():
 
 
 def test_unguarded_zero_step_moves_each_reached_parameter_by_lr_times_0_670():
-    """Adam's second step on a zero gradient: m_hat / sqrt(v_hat) = [b1 (1 - b1) / (1 - b1^2)] / sqrt(b2 (1 - b2) / (1 - b2^2))."""
+    """Adam's second step on a zero gradient moves each parameter by lr m_hat / sqrt(v_hat), where
+    m_hat / sqrt(v_hat) = [b1 (1 - b1) / (1 - b1^2)] / sqrt(b2 (1 - b2) / (1 - b2^2)) = 0.670."""
     torch.manual_seed(0)
     model = torch.nn.Linear(6, 4).double()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
