@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from pglab.agents import build_tokenizer, make_base_agent, sequence_log_probs
@@ -28,12 +29,14 @@ from pglab.envs.bugfix import make_tasks
 from pglab.estimators import pair_cosines, reinforce_loss
 from pglab.plots import log_axis, new_figure, outside_legend
 from pglab.result import Result
-from pglab.stats import book_tolerance, half_unit, standard_error
+from pglab.stats import book_tolerance, check_one_more, half_unit, standard_error
 from pglab.threads import single_torch_thread
 from pglab.trainers.step import policy_gradient_step
 
 BOOK = {"cosine": {8: -0.092, 32: 0.165, 120: 0.418}, "detached": 0.001, "attached": 1.538, "moved": 0.4903}
 """agents-ch6 §6.8's numbers."""
+BOOK_PAIRS = 20
+"""Pairs of batches behind each of the book's mean cosines (its se: one pair's sd / sqrt(20))."""
 
 
 @dataclass
@@ -44,9 +47,13 @@ class Config:
     """Random disjoint pairs of batches per size (the book: 20). Cheap, since every cosine comes from one Gram
     matrix, and 1000 pairs bring the se of each mean cosine under 0.01."""
     per_task: int = 12
-    """Probe episodes of the base agent per training task (20 tasks)."""
+    """Probe episodes of each base agent per training task (20 tasks)."""
+    seeds: int = 6
+    """Base agents whose gradient noise is measured, cloned from seeds first_seed .. first_seed + seeds - 1."""
+    first_seed: int = 0
+    """Seed of the first base agent (the zero-advantage step and the growth claims use it)."""
     seed: int = 0
-    """Seed of the base agent and of the pair draws."""
+    """Seed of the pair draws and of the bandit's samples."""
     probe_seed: int = 3
     """Seed of the probe batch's generator."""
     bandit_logits: tuple[float, ...] = (0.5, -0.2, 0.1, 0.0, 0.3)
@@ -58,8 +65,9 @@ class Config:
     lr: float = 2e-3
     """Adam learning rate of the zero-advantage experiment."""
 
-    QUICK: ClassVar[dict] = {}
-    """The full size is the quick one: the 240 probe episodes dominate its 10 s, and every claim needs them."""
+    MIN_SEEDS: ClassVar[int] = 3
+    QUICK: ClassVar[dict] = {"seeds": 3}
+    """Every claim needs the 240-episode probes, which dominate the time: fewer base agents only."""
 
 
 def detach_errors(config: Config, chunks: int = 100) -> dict[str, float]:
@@ -128,13 +136,18 @@ def run(config: Config, result: Result) -> None:
 
     with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))
-        base = make_base_agent(tokenizer, seed=config.seed)
-        probe = sample_episodes(base, tokenizer, make_tasks("train"), config.per_task, config.probe_seed)
-        scores = episode_gradients(base, probe, probe.action_mask).double()
-        rewards = probe.rewards.double()
-        centred = (rewards - rewards.mean())[:, None] * scores
-        gen = torch.Generator().manual_seed(config.seed)
-        measured = {size: pair_cosines(centred, size, config.pairs, gen) for size in config.sizes}
+        per_agent = {}
+        for seed in range(config.first_seed, config.first_seed + config.seeds):
+            agent = make_base_agent(tokenizer, seed=seed)
+            batch = sample_episodes(agent, tokenizer, make_tasks("train"), config.per_task, config.probe_seed)
+            scores = episode_gradients(agent, batch, batch.action_mask).double()
+            rewards = batch.rewards.double()
+            centred = (rewards - rewards.mean())[:, None] * scores
+            gen = torch.Generator().manual_seed(config.seed)
+            per_agent[seed] = {size: pair_cosines(centred, size, config.pairs, gen) for size in config.sizes}
+            if seed == config.first_seed:
+                base, probe = agent, batch
+        measured = per_agent[config.first_seed]
 
         model = copy.deepcopy(base)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
@@ -174,7 +187,22 @@ def run(config: Config, result: Result) -> None:
         gap, se = large["mean_cosine"] - small["mean_cosine"], math.hypot(large["se"], small["se"])
         result.check_range(f"cosine grows with batch size: batch {large['batch']} minus batch {small['batch']}", gap,
                            low=2 * se, tolerance=f"2 standard errors of the difference over {config.pairs} pairs "
-                                                 f"(se = {se:.3f}, given the {probe.batch_size}-episode probe)")
+                                                 f"(se = {se:.3f}, given base agent {config.first_seed}'s "
+                                                 f"{probe.batch_size}-episode probe)")
+    result.tables["gradient_cosine_per_agent"] = [
+        {"seed": seed, **{f"batch {size}": float(values.mean()) for size, values in cosines.items()}}
+        for seed, cosines in per_agent.items()]
+    # Not batch 8: the book's -0.092 (20 pairs) sits 2.5 of its own standard errors below the 0.046 its 120-episode
+    # value implies (a mean cosine of n-episode batches is n s / (1 + n s), s the gradient's signal-to-noise ratio).
+    for size, book in BOOK["cosine"].items():
+        if size not in config.sizes or size == 8:
+            continue
+        means = [float(cosines[size].mean()) for cosines in per_agent.values()]
+        book_se = float(measured[size].std()) / math.sqrt(BOOK_PAIRS)
+        result.metrics.update({f"median cosine {size}": float(np.median(means)), f"lowest cosine {size}": min(means),
+                               f"highest cosine {size}": max(means)})
+        check_one_more(result, f"mean cosine of two disjoint batches of {size}: the book's {book} as one more base "
+                               "agent", means, book, book_se=book_se)
     result.figures["cosine_vs_batch"] = cosine_figure(rows, probe.batch_size, config.pairs)
     noise = errors["noise"]
     result.check_range("detached baseline: relative error to the exact gradient", errors["detached"],

@@ -131,8 +131,11 @@ def run(config: Config, result: Result) -> None:
         check_one_more(result, f"the book's {ratio} as one more base agent", values, book, log=True)
     result.tables["against_the_book"] = summary
     beats = sum(row["mean reward / none"] < 1 for row in rows)
-    result.metrics.update({"mean_beats_none_seeds": beats, "seeds": len(rows),
-                           "median F / S": float(np.median([row["F / S"] for row in rows])),
+    result.metrics.update({"mean_beats_none_seeds": beats, "seeds": len(rows), "parameters": rows[0]["params"],
+                           **{f"{kind} F / S": fn([row["F / S"] for row in rows])
+                              for kind, fn in (("median", np.median), ("lowest", min), ("highest", max))},
+                           **{f"{kind} V(none)": fn([row["V(none)"] for row in rows])
+                              for kind, fn in (("lowest", min), ("highest", max))},
                            "median V(none)": float(np.median([row["V(none)"] for row in rows])),
                            "median b*": float(np.median([row["b*"] for row in rows])),
                            "median mean reward": float(np.median([row["mean reward"] for row in rows]))})
