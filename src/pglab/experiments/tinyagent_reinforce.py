@@ -148,7 +148,9 @@ def run(config: Config, result: Result) -> None:
     n_train, n_held = config.stats_per_task * 20, config.stats_per_task * 10
     for key in per_seed[0]:
         if key != "seed":
-            result.metrics[f"median_{key}"] = median(key)
+            values = [s[key] for s in per_seed]
+            result.metrics.update({f"median_{key}": median(key), f"lowest_{key}": min(values),
+                                   f"highest_{key}": max(values)})
     result.summary = (
         f"{len(seeds)} seeds x {config.steps} REINFORCE steps of {config.batch_size} episodes. Pass rates measured "
         f"with {config.stats_per_task} episodes per task ({n_train} train, {n_held} held-out episodes); claims use "
@@ -166,8 +168,9 @@ def run(config: Config, result: Result) -> None:
                                      f"{spread(f'base_{split}_pass')}")
     gain = {split: [s[f"trained_{split}_pass"] - s[f"base_{split}_pass"] for s in per_seed]
             for split in ("train", "heldout")}
-    result.metrics.update({"median_gain_train": float(np.median(gain["train"])),
-                           "median_gain_heldout": float(np.median(gain["heldout"]))})
+    result.metrics.update({f"{kind}_gain_{split}": fn(gain[split]) for split in gain
+                           for kind, fn in (("median", lambda v: float(np.median(v))), ("lowest", min),
+                                            ("highest", max))})
     check_one_more(result, f"trained pass rate (train): the book's {BOOK['trained_train_pass']} as one more seed",
                    [s["trained_train_pass"] for s in per_seed], BOOK["trained_train_pass"])
     for split in ("train", "heldout"):
