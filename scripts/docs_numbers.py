@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 NUMBERS = ROOT / "docs" / "numbers.json"
 EXPERIMENTS = ("tinyagent-reinforce", "tinyagent-masking", "tinyagent-baselines", "tinyagent-reward-to-go",
-               "aggregation", "design-problems", "lm-beta-optimum")
+               "aggregation", "design-problems", "lm-kl", "lm-beta-optimum", "bandit-lab")
 """The experiments the docs quote, run at full size with their default seeds."""
 MARK = re.compile(r"(?P<number>[-+]?\d[\d,]*(?:\.\d+)?)(?P<percent>%?)<!-- n (?P<key>[^>]+?) -->")
 

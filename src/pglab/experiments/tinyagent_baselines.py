@@ -93,6 +93,7 @@ def measure(seed: int, config: Config) -> dict:
     norms = scores.pow(2).sum(-1)                                                  # |g_n|^2 [N]
     body = scores[:, ~in_head].pow(2).sum(-1)                                      # without the untied head
     turns = torch.tensor([float(i["n_turns"]) for i in probe.info])
+    policy_tokens = (probe.owner == POLICY).sum(-1).double()                       # [N]
     p = float(rewards.mean())
 
     def split(where: torch.Tensor) -> str:
@@ -106,6 +107,9 @@ def measure(seed: int, config: Config) -> dict:
             "F / S": float(norms[~success].mean() / norms[success].mean()),
             "F / S without the head": float(body[~success].mean() / body[success].mean()),
             "mean beats none below F / S =": (2 - p) / (1 - p),
+            "head share of |g|^2": float(1 - body.sum() / norms.sum()),
+            "corr(|g|^2, policy tokens)": float(torch.corrcoef(torch.stack([norms, policy_tokens]))[0, 1]),
+            "success |g|^2 per policy token": float((norms / policy_tokens)[success].mean()),
             "policy tokens: success / failure": split(probe.owner == POLICY),
             "tool tokens: success / failure": split(probe.owner == TOOL),
             "turns: success / failure": f"{float(turns[success].mean()):.2f} / {float(turns[~success].mean()):.2f}",
@@ -131,14 +135,12 @@ def run(config: Config, result: Result) -> None:
         check_one_more(result, f"the book's {ratio} as one more base agent", values, book, log=True)
     result.tables["against_the_book"] = summary
     beats = sum(row["mean reward / none"] < 1 for row in rows)
-    result.metrics.update({"mean_beats_none_seeds": beats, "seeds": len(rows), "parameters": rows[0]["params"],
-                           **{f"{kind} F / S": fn([row["F / S"] for row in rows])
-                              for kind, fn in (("median", np.median), ("lowest", min), ("highest", max))},
-                           **{f"{kind} V(none)": fn([row["V(none)"] for row in rows])
-                              for kind, fn in (("lowest", min), ("highest", max))},
-                           "median V(none)": float(np.median([row["V(none)"] for row in rows])),
-                           "median b*": float(np.median([row["b*"] for row in rows])),
-                           "median mean reward": float(np.median([row["mean reward"] for row in rows]))})
+    result.metrics.update({"mean_beats_none_seeds": beats, "seeds": len(rows), "parameters": rows[0]["params"]})
+    for key in ("F / S", "F / S without the head", "V(none)", "b*", "mean reward", "head share of |g|^2",
+                "corr(|g|^2, policy tokens)", "success |g|^2 per policy token"):
+        values = [row[key] for row in rows]
+        result.metrics.update({f"median {key}": float(np.median(values)), f"lowest {key}": min(values),
+                               f"highest {key}": max(values)})
     result.summary = (
         f"{len(rows)} base agents (seeds {seeds.start}-{seeds.stop - 1}), each probed with {rows[0]['episodes']} "
         f"episodes, gradients over all {rows[0]['params']:,} parameters. Total variance = trace of the covariance of "
