@@ -186,3 +186,14 @@ def check_one_more(result: Result, claim: str, values: Any, book: float, *, log:
                         f"95% prediction interval of one more of our {len(values)} seeds (t sd sqrt(1 + 1/n)"
                         f"{' of the log' if log else ''}{f', with the book se {book_se:.2g}' if book_se else ''}; "
                         f"ours range {values.min():.4g}-{values.max():.4g})")
+
+
+def count_tail_p(count: int, n: int, rate: float) -> float:
+    """Probability that Binomial(n, rate) lands at ``count`` or further from n * rate on that side (one-sided).
+
+    A book's count of ``count`` in n runs is a less than 5% event at our measured rate when this is below 0.05.
+    """
+    if not 0 <= count <= n or not 0.0 <= rate <= 1.0:
+        raise ValueError(f"count_tail_p needs 0 <= count <= n and 0 <= rate <= 1, got {count}, {n}, {rate}")
+    pmf = [math.comb(n, k) * rate**k * (1 - rate) ** (n - k) for k in range(n + 1)]
+    return float(sum(pmf[: count + 1]) if count <= n * rate else sum(pmf[count:]))
