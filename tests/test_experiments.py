@@ -13,6 +13,7 @@ from pglab.threads import single_torch_thread
 NO_FIGURE = {"loo-enumeration", "repair-mdp-gradient", "tinyagent-masking", "tinyagent-reward-to-go"}
 """Experiments whose results are tables only."""
 SMOKE_ONLY = {
+    "hf-agent": "the training claims need 80 steps x 64 episodes; train-agent is tested on its own",
     "tinyagent-reinforce": "the training claims need 80 steps x 64 episodes; the trainer is tested on its own",
     "lm-kl": "the 10-fold KL ratio and the KL plateau need 120 steps of the full default (quick: 10.3 and 1.30 "
              "against 10 and 1.33, too close to call); its test holds every other claim",

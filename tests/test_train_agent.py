@@ -1,7 +1,9 @@
 """pglab train-agent: any HF causal LM in BugFixEnv or a user's environment, the CLI, resume, bad input."""
 
 import json
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,33 +11,14 @@ import torch
 pytest.importorskip("transformers")
 
 from pglab.cli import main  # noqa: E402
-from pglab.experiments.agent_run import train_agent  # noqa: E402
 from pglab.models.default_lm import train_tokenizer  # noqa: E402
-from pglab.trainers.hf_agent import AgentConfig  # noqa: E402
+from pglab.trainers.hf_agent import AgentConfig, train_agent  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-CALC = textwrap.dedent('''
-    import random, re
-
-    class Calculator:
-        def reset(self, seed):
-            rng = random.Random(seed)
-            self.a, self.b, self.turns = rng.randint(10, 99), rng.randint(10, 99), 0
-            return f"What is {self.a} + {self.b}? Use <call> add A B </call>, then <call> answer N </call>."
-
-        def step(self, text):
-            self.turns += 1
-            found = re.search(r"<call>\\s*(add|answer)\\s+([-\\d ]+?)\\s*</call>", text)
-            if found is None:
-                return "error: malformed call", 0.0, self.turns >= 3, {}
-            numbers = [int(n) for n in found.group(2).split()]
-            if found.group(1) == "answer":
-                return "done", float(numbers[:1] == [self.a + self.b]), True, {}
-            return str(sum(numbers)), 0.0, self.turns >= 3, {}
-
-    def make_env():
-        return Calculator()
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "agents.md"
+BROKEN = textwrap.dedent("""
+    from calc_env import Calculator
 
     class Broken(Calculator):
         def step(self, text):
@@ -43,15 +26,17 @@ CALC = textwrap.dedent('''
 
     def make_broken():
         return Broken()
-''')
+""")
 TINY = dict(steps=2, episodes_per_step=4, group_size=2, eval_every=2, eval_per_task=1, max_call_tokens=6,
             max_obs_tokens=16)
 
 
 @pytest.fixture
 def calc(tmp_path, monkeypatch):
+    """docs/agents.md's calculator environment, as the user saves it (calc_env.py in the current folder)."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "calc_env.py").write_text(CALC)
+    (tmp_path / "calc_env.py").write_text(re.findall(r"^```python\n(.*?)^```", DOCS.read_text(), re.S | re.M)[0])
+    (tmp_path / "broken_env.py").write_text(BROKEN)
     return "calc_env:make_env"
 
 
@@ -87,9 +72,9 @@ def save_model(folder, family, chat=False):
 @pytest.mark.parametrize("family,chat", [("gpt2", False), ("llama", True), ("qwen2", False), ("gpt_neox", False)])
 def test_each_model_family_trains_two_steps(tmp_path, calc, family, chat):
     model = save_model(tmp_path / family, family, chat)
-    result = train_agent(AgentConfig(model=model, env=calc, advantage="rloo", **TINY), tmp_path / "run",
-                         progress=False)
-    assert result.metrics["steps"] == 2
+    trained = train_agent(AgentConfig(model=model, env=calc, advantage="rloo", **TINY), tmp_path / "run",
+                          progress=False)
+    assert len(trained["run"]["history"]) == 2
     lines = (tmp_path / "run" / "train.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [0, 1]
     assert (tmp_path / "run" / "policy" / "config.json").exists()
@@ -101,13 +86,13 @@ def test_resume_is_bit_exact(tmp_path, calc):
     from pglab.trainers.run_dir import RunDir
 
     cfg = AgentConfig(model=save_model(tmp_path / "m", "gpt2"), env=calc, **{**TINY, "steps": 4})
-    whole = train_agent(cfg, tmp_path / "whole", progress=False)
+    whole = train_agent(cfg, tmp_path / "whole", progress=False)["run"]
     train_agent(cfg, tmp_path / "stopped", stop_at=2, progress=False)
     assert RunDir(tmp_path / "stopped").checkpoint_step() == 2
-    resumed = train_agent(cfg, tmp_path / "stopped", resume=True, progress=False)
-    assert resumed.metrics["resumed_from"] == 2
+    resumed = train_agent(cfg, tmp_path / "stopped", resume=True, progress=False)["run"]
+    assert resumed["resumed_from"] == 2
     strip = lambda rows: [{k: v for k, v in r.items() if "seconds" not in k} for r in rows]  # noqa: E731
-    assert strip(resumed.tables["training"]) == strip(whole.tables["training"])
+    assert strip(resumed["history"]) == strip(whole["history"]) and resumed["evals"] == whole["evals"]
     a, b = (AutoModelForCausalLM.from_pretrained(tmp_path / run / "policy") for run in ("whole", "stopped"))
     for (name, p), q in zip(a.state_dict().items(), b.state_dict().values()):
         assert torch.equal(p, q), name
@@ -115,7 +100,7 @@ def test_resume_is_bit_exact(tmp_path, calc):
         train_agent(AgentConfig(**{**cfg.__dict__, "steps": 5}), tmp_path / "stopped", resume=True, progress=False)
 
 
-def test_cli_quick_run_and_bad_input(tmp_path, calc, capsys):
+def test_cli_trains_the_documented_environment_and_refuses_bad_input(tmp_path, calc, capsys):
     assert main(["train-agent", "--env", calc, "--quick", "--out", str(tmp_path / "q")]) == 0
     for name in ("result.json", "train.jsonl", "learning_curve.png", "policy/tokenizer.json", "report.md"):
         assert (tmp_path / "q" / name).exists(), name
@@ -125,7 +110,7 @@ def test_cli_quick_run_and_bad_input(tmp_path, calc, capsys):
     for name in ("tokenizer.json", "tokenizer_config.json"):
         (untokenized / name).unlink()
     for args, words in ((["--env", "nowhere:make_env"], "cannot import make_env from nowhere"),
-                        (["--env", "calc_env:make_broken"], "must return (observation: str"),
+                        (["--env", "broken_env:make_broken"], "must return (observation: str"),
                         (["--model", str(untokenized)], "has no tokenizer"),
                         (["--model", str(tmp_path)], "holds no model"),
                         (["--steps", "0"], "--steps must be at least 1"),

@@ -299,13 +299,13 @@ def train_agent_parser() -> argparse.ArgumentParser:
 
 def cmd_train_agent(options: list[str]) -> int:
     from pglab.configs import from_options
-    from pglab.experiments.agent_run import train_agent
+    from pglab.experiments.agent_run import agent_result
     from pglab.trainers.hf_agent import AgentConfig
 
     args = train_agent_parser().parse_args(options)
     folder = Path(args.out or Path(DEFAULT_OUT) / "train-agent")
     check_out_folder(folder)
-    result = train_agent(from_options(AgentConfig, args), folder, quick=args.quick, resume=args.resume, echo=print)
+    result = agent_result(from_options(AgentConfig, args), folder, quick=args.quick, resume=args.resume, echo=print)
     if int(os.environ.get("RANK", "0")) == 0:             # under torchrun, rank 0 alone reports
         print_result(result, folder, write_report(result, folder))
     return 0

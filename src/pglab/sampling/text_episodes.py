@@ -114,7 +114,7 @@ def collect_text_episodes(policy: TokenPolicy, layout: TextLayout, envs: Sequenc
         stops: dict[int, str] = {}
         writing = list(alive)
         for k in range(max_call_tokens):
-            tokens, token_logps = sample_tokens(logits, generator, temperature)
+            tokens, token_logps = sample_tokens(logits.cpu(), generator, temperature)
             for e, t, lp in zip(writing, tokens, token_logps):
                 calls[e].append(t)
                 sequences[e].append(t)

@@ -14,11 +14,14 @@ base agent, built once and cached under
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,16 +30,19 @@ from typing import Any
 import torch
 
 from pglab.batch import TokenBatch
+from pglab.distributed import process_group, world, wrap
 from pglab.envs.bugfix import CALLS, BugFixEnv, make_tasks, scripted_policy, scripted_rollout
-from pglab.envs.text import TextTurnEnv
+from pglab.envs.text import TextTurnEnv, env_factory
 from pglab.models.default_lm import cache_root, train_tokenizer
-from pglab.models.policy import TokenPolicy
+from pglab.models.hf import load_causal_lm
+from pglab.models.policy import HFPolicy, TokenPolicy
 from pglab.models.tokenizer import environment_texts
 from pglab.progress import track
 from pglab.sampling.episodes import collate
-from pglab.sampling.text_episodes import TextLayout, collect_text_episodes, encode_text_episode
+from pglab.sampling.text_episodes import TextLayout, collect_text_episodes, encode_text_episode, text_episode_stats
 from pglab.threads import single_torch_thread
 from pglab.trainers.cloning import behaviour_cloning
+from pglab.trainers.reinforce import train_episodes
 
 
 @dataclass
@@ -45,19 +51,21 @@ class AgentConfig:
 
     model: str = "default"
     """default (the embedded tiny GPT-2 agent) or a folder written by save_pretrained, with its tokenizer."""
+    default_size: str = "full"
+    """Size of the embedded default when model is default: full, or quick (seconds to build; --quick uses it)."""
     env: str = "bugfix"
     """bugfix, or module:factory, a function returning a text-turn environment (the current folder is importable)."""
     advantage: str = "reinforce"
     """reinforce (EMA baseline) | rloo | grpo | dr_grpo (groups of --group-size episodes of one task)."""
     beta: float = 0.0
     """Price of one nat of KL to the starting policy, k1 per token in the reward (0: no reference pass)."""
-    steps: int = 60
+    steps: int = 80
     """Optimiser steps."""
-    episodes_per_step: int = 32
+    episodes_per_step: int = 64
     """Episodes per step (the global batch under torchrun)."""
     group_size: int = 4
     """Episodes per drawn task for rloo, grpo and dr_grpo."""
-    learning_rate: float = 1e-3
+    learning_rate: float = 2e-3
     """Adam step size."""
     max_call_tokens: int = 24
     """Token cap of one call (a call also ends at its closing text)."""
@@ -65,7 +73,7 @@ class AgentConfig:
     """Observation tokens kept per tool answer."""
     eval_every: int = 10
     """Held-out evaluation every this-many steps (and after the last)."""
-    eval_per_task: int = 4
+    eval_per_task: int = 8
     """Held-out episodes per held-out task (or per held-out seed of a user environment)."""
     seed: int = 0
     """Seed of every draw (per step, so a resumed run draws the same numbers)."""
@@ -80,6 +88,8 @@ class AgentConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.seed < 0 or self.beta < 0 or self.learning_rate <= 0:
             raise ValueError("pass --seed >= 0, --beta >= 0 and --learning-rate > 0")
+        if self.default_size not in DEFAULT_AGENT:
+            raise ValueError(f"unknown --default-size {self.default_size!r}; pass one of {', '.join(DEFAULT_AGENT)}")
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f"unknown --device {self.device!r}; pass cpu or cuda")
         if self.device == "cuda" and not torch.cuda.is_available():
@@ -93,8 +103,8 @@ DEFAULT_AGENT = {
     "full": {"vocab": 512, "whole_words": True, "layers": 2, "width": 64, "heads": 4, "positions": 1024,
              "kinds": ["random", "blind"], "episodes_per_task": 8, "steps": 200, "batch_size": 32, "lr": 3e-3,
              "max_obs_tokens": 96, "seed": 0},
-    "quick": {"vocab": 512, "whole_words": True, "layers": 1, "width": 32, "heads": 2, "positions": 1024,
-              "kinds": ["random", "blind"], "episodes_per_task": 2, "steps": 30, "batch_size": 16, "lr": 3e-3,
+    "quick": {"vocab": 512, "whole_words": True, "layers": 2, "width": 32, "heads": 2, "positions": 1024,
+              "kinds": ["random", "blind"], "episodes_per_task": 2, "steps": 80, "batch_size": 16, "lr": 5e-3,
               "max_obs_tokens": 96, "seed": 0},
 }
 """The embedded default agent's recipes (each its own cache key): ``full`` has TinyAgent's shape and
@@ -197,5 +207,84 @@ def text_collector(layout: TextLayout, make_env: Callable[[str], TextTurnEnv], *
     return collect
 
 
-__all__ = ["DEFAULT_AGENT", "QUICK", "AgentConfig", "build_default_agent", "bugfix_texts", "default_agent_dir",
+USER_TRAIN_SEEDS, USER_HELDOUT_SEEDS = range(100_000), range(10**6, 10**6 + 8)
+"""Task seeds of a user's environment: training draws, and the fixed held-out set."""
+
+
+def load_agent(cfg: AgentConfig, progress: bool) -> tuple[torch.nn.Module, Any]:
+    """(model, tokenizer) of --model: the embedded default (built on first use) or a save_pretrained folder."""
+    folder = str(ensure_default_agent(cfg.default_size, progress)) if cfg.model == "default" else cfg.model
+    if cfg.model != "default":
+        path = Path(folder)
+        if not (path / "config.json").is_file():
+            raise ValueError(f"--model {cfg.model} holds no model (no config.json); pass default or a folder "
+                             "written by save_pretrained")
+        if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+            raise ValueError(f"--model {cfg.model} has no tokenizer; save it beside the model with "
+                             "tokenizer.save_pretrained(folder)")
+    model, tokenizer = load_causal_lm(folder)
+    return model.eval(), tokenizer
+
+
+def task_keys(cfg: AgentConfig) -> tuple[list, list]:
+    """(train keys, held-out keys): (split, seed) pairs, one per task for BugFixEnv."""
+    if cfg.env == "bugfix":
+        return ([("train", i) for i in range(len(make_tasks("train")))],
+                [("heldout", i) for i in range(len(make_tasks("heldout")))])
+    return [("train", s) for s in USER_TRAIN_SEEDS], [("heldout", s) for s in USER_HELDOUT_SEEDS]
+
+
+def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resume: bool = False,
+                stop_at: int | None = None, progress: bool = True,
+                echo: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
+    """Measure, train and measure again the agent of ``cfg``; the trained policy goes to ``out/policy``.
+
+    Returns dict(config (after ``quick``), before and after ({split: TokenBatch}, the same draws),
+    run (``train_episodes``' dict), seconds). ``resume`` continues the stopped run in ``out``;
+    ``stop_at`` stops after that step (checkpointed).
+    """
+    if quick:
+        smaller = {k: min(v, getattr(cfg, k)) for k, v in QUICK.items()}
+        cfg = dataclasses.replace(cfg, default_size="quick", **smaller)
+    cfg.validate()
+    make_env = env_factory(cfg.env)
+    with process_group(cfg.device) as device:
+        started = time.perf_counter()
+        model, tokenizer = load_agent(cfg, progress and world()[0] == 0)
+        model.to(device)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id or 0
+        layout = TextLayout(tokenizer, max_obs_tokens=cfg.max_obs_tokens)
+        collect = text_collector(layout, make_env, max_call_tokens=cfg.max_call_tokens)
+        train_keys, heldout_keys = task_keys(cfg)
+        measured = {"train": train_keys[:len(heldout_keys)] if cfg.env != "bugfix" else train_keys,
+                    "heldout": heldout_keys}
+        sampler = HFPolicy(model, pad_id=pad)
+
+        def measure() -> dict[str, Any]:
+            gen = torch.Generator().manual_seed(7)
+            return {split: collect(sampler, [k for k in keys for _ in range(cfg.eval_per_task)], gen)
+                    for split, keys in measured.items()}
+
+        before = measure()
+        echo(f"agent: {model.num_parameters():,} parameters, {len(tokenizer)} tokens, chat template "
+             f"{'yes' if layout.chat else 'no'} ({time.perf_counter() - started:.1f} s)")
+        reference = HFPolicy(copy.deepcopy(model).requires_grad_(False), pad_id=pad) if cfg.beta > 0 else None
+        headline = "pass_rate" if cfg.env == "bugfix" else "reward"
+        run = train_episodes(HFPolicy(wrap(model, device), pad_id=pad), collect, train_keys, heldout_keys,
+                             stats=text_episode_stats, headline=headline, steps=cfg.steps,
+                             batch_size=cfg.episodes_per_step, lr=cfg.learning_rate, advantage=cfg.advantage,
+                             group_size=cfg.group_size, reference=reference, beta=cfg.beta,
+                             eval_every=cfg.eval_every, eval_per_task=cfg.eval_per_task, seed=cfg.seed, out=out,
+                             resume=resume, stop_at=stop_at, progress=progress,
+                             settings={"model": cfg.model, "default_size": cfg.default_size, "env": cfg.env,
+                                       "max_call_tokens": cfg.max_call_tokens, "max_obs_tokens": cfg.max_obs_tokens})
+        after = measure()
+        if world()[0] == 0:
+            model.save_pretrained(Path(out) / "policy")
+            tokenizer.save_pretrained(Path(out) / "policy")
+    return {"config": cfg, "before": before, "after": after, "run": run, "seconds": time.perf_counter() - started}
+
+
+__all__ = ["DEFAULT_AGENT", "QUICK", "USER_HELDOUT_SEEDS", "USER_TRAIN_SEEDS", "AgentConfig", "load_agent",
+           "task_keys", "train_agent", "build_default_agent", "bugfix_texts", "default_agent_dir",
            "demonstrations", "ensure_default_agent", "text_collector"]

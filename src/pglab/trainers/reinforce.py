@@ -131,6 +131,7 @@ def train_episodes(
         start, history, evals = state["step"], state["history"], state["evals"]
     run_dir.write_lines(LOG, history)
     local = batch_size // size
+    device = next(policy.module.parameters()).device
 
     def evaluate(step: int) -> float:
         batch = collect(policy, [k for k in heldout_keys for _ in range(eval_per_task)],
@@ -152,6 +153,7 @@ def train_episodes(
             tick = time.perf_counter()
             keys = draw_tasks(train_keys, batch_size, group, step_generator(seed, step, TASKS))
             batch = collect(policy, keys[rank * local:(rank + 1) * local], step_generator(seed, step, 1 + rank))
+            batch = batch.to(device)
             if beta > 0:
                 with torch.no_grad():
                     batch.ref_logp = sequence_log_probs(reference, batch) * batch.action_mask
