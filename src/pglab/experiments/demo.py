@@ -15,6 +15,7 @@ from pglab.envs.bugfix import make_tasks
 from pglab.plots import new_figure
 from pglab.result import Result, provenance
 from pglab.trainers.reinforce import (
+    FORMAT_PENALTY,
     SPLITS,
     before_after_rows,
     behaviour_rows,
@@ -34,30 +35,34 @@ DEMO_QUICK = {"steps": 10, "batch_size": 32, "eval_every": 5, "eval_per_task": 4
 
 
 def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = False,
-         echo: Callable[[str], None] = lambda line: None) -> Result:
+         format_penalty: float = FORMAT_PENALTY, echo: Callable[[str], None] = lambda line: None) -> Result:
     """The main job: tokenizer, base agent, REINFORCE, before/after table, behaviour analysis, learning curve.
 
     Writes into ``out``: the training log (``train.jsonl``), checkpoints, the trained agent
-    (``agent/``, loadable with ``TinyAgent.from_pretrained``, with its ``tokenizer.json``). With
-    ``resume``, ``seed`` and ``quick`` are read back from ``out/demo.json`` and training continues
+    (``agent/``, loadable with ``TinyAgent.from_pretrained``, with its ``tokenizer.json``).
+    ``format_penalty`` is the training cost of a malformed call. With ``resume``, ``seed``, ``quick``
+    and ``format_penalty`` are read back from ``out/demo.json`` and training continues
     from the checkpoint. ``echo`` receives progress lines. Returns the Result (tables, metrics, figure).
     """
     out = Path(out)
     if resume:
         if not (out / "demo.json").exists():
             raise ValueError(f"{out} holds no demo run to resume (no demo.json); pass the folder of a stopped run")
-        seed, quick = (json.loads((out / "demo.json").read_text())[k] for k in ("seed", "quick"))
+        saved = json.loads((out / "demo.json").read_text())
+        seed, quick, format_penalty = saved["seed"], saved["quick"], saved.get("format_penalty", FORMAT_PENALTY)
         step = RunDir(out).checkpoint_step()
         echo(f"resuming the demo in {out} (seed {seed}{', quick' if quick else ''}) from step {step or 0}")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "demo.json").write_text(json.dumps({"seed": seed, "quick": quick}))
+    (out / "demo.json").write_text(json.dumps({"seed": seed, "quick": quick, "format_penalty": format_penalty}))
     size = DEMO_QUICK if quick else DEMO
-    result = Result("demo", {"seed": seed, "quick": quick, **size}, provenance=provenance())
+    result = Result("demo", {"seed": seed, "quick": quick, "format_penalty": format_penalty, **size},
+                    provenance=provenance())
     result.summary = (
         "TinyAgent, behaviour-cloned on scripted random and blind play, learns by REINFORCE (reward minus an EMA "
         "baseline, token_mean, Adam 2e-3) to repair buggy functions through tool calls in BugFixEnv "
-        f"(agents-ch6 §6.2, §6.7): {size['steps']} steps of {size['batch_size']} episodes, seed {seed}.")
-    trained = train_from_base(seed, **size, out=out, resume=resume, echo=echo)
+        f"(agents-ch6 §6.2, §6.7), each malformed call costing {format_penalty:g} on its own tokens (§6.5): "
+        f"{size['steps']} steps of {size['batch_size']} episodes, seed {seed}.")
+    trained = train_from_base(seed, **size, format_penalty=format_penalty, out=out, resume=resume, echo=echo)
     trained["model"].save_pretrained(out / "agent")
     trained["tokenizer"].save(out / "agent" / "tokenizer.json")
     levels = {name: scripted_levels(make_tasks(name)) for name in SPLITS}

@@ -40,6 +40,9 @@ from pglab.trainers.run_dir import EVAL, TASKS, RunDir, step_generator
 from pglab.trainers.token_pg import pg_update
 
 LOG = "train.jsonl"
+FORMAT_PENALTY = 0.5
+"""The default cost of one malformed call in training (agents-ch6 §6.5's format penalty), chosen by the
+format-penalty sweep (``docs/format_penalty.md``)."""
 
 
 def sample_episodes(policy: TokenPolicy | torch.nn.Module, tokenizer: Tokenizer, tasks: Sequence[Task],
@@ -73,6 +76,7 @@ def train_reinforce(
     group_size: int = 8,
     mode: str = "token_mean",
     norm_const: float | None = None,
+    format_penalty: float = 0.0,
     eval_every: int = 10,
     eval_per_task: int = 8,
     seed: int = 0,
@@ -88,7 +92,9 @@ def train_reinforce(
 
     ``advantage``: ``reinforce`` (reward - EMA baseline, decay ``ema_decay``, started at
     ``baseline_init``; one episode per drawn task), ``rloo``, ``grpo`` or ``dr_grpo``
-    (``group_size`` episodes per drawn task). The held-out pass rate is measured with
+    (``group_size`` episodes per drawn task). ``format_penalty`` c costs every malformed call -c on
+    its own last token (``TokenBatch.token_rewards``, reward-to-go past the baseline), not in the
+    episode's score. The held-out pass rate is measured with
     ``eval_per_task`` episodes per held-out task before every ``eval_every``-th step and after
     the last. With ``out``, each step appends one JSON line to ``out/train.jsonl`` and a
     checkpoint is written every ``checkpoint_every`` steps and at the end; ``resume`` continues
@@ -100,11 +106,12 @@ def train_reinforce(
         raise ValueError(f"batch_size {batch_size} must be a multiple of group_size {group}")
     policy = as_policy(model)
     settings = {"steps": steps, "batch_size": batch_size, "lr": lr, "advantage": advantage, "group_size": group,
-                "mode": mode, "seed": seed, "ema_decay": ema_decay, "baseline_init": baseline_init}
+                "mode": mode, "seed": seed, "ema_decay": ema_decay, "baseline_init": baseline_init,
+                "format_penalty": format_penalty}
     decode_options = {"max_call_tokens": max_call_tokens, "max_obs_tokens": max_obs_tokens}
     optimizer = torch.optim.Adam(policy.module.parameters(), lr=lr)
     baseline = EMABaseline(baseline_init, ema_decay)
-    envs = [BugFixEnv(list(train_tasks)) for _ in range(batch_size)]
+    envs = [BugFixEnv(list(train_tasks), format_penalty=format_penalty) for _ in range(batch_size)]
     history: list[dict[str, Any]] = []
     evals: list[dict[str, Any]] = []
     run_dir = RunDir(out)
@@ -217,11 +224,12 @@ SPLITS = ("train", "heldout")
 
 
 def train_from_base(seed: int, *, steps: int = 80, batch_size: int = 64, eval_every: int = 10,
-                    eval_per_task: int = 8, stats_per_task: int = 16, out: str | Path | None = None,
-                    resume: bool = False, progress: bool = True,
+                    eval_per_task: int = 8, stats_per_task: int = 16, format_penalty: float = FORMAT_PENALTY,
+                    out: str | Path | None = None, resume: bool = False, progress: bool = True,
                     echo: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
     """agents-ch6 §6.7 for one seed: tokenizer, base agent (cached), REINFORCE from a copy, both splits measured.
 
+    ``format_penalty``: the cost of a malformed call in training (see :func:`train_reinforce`).
     Returns dict(tokenizer, base, model, before and after ({split: TokenBatch of ``stats_per_task``
     episodes per task, sampled with the same seed}), run (``train_reinforce``'s dict), seconds).
     """
@@ -237,7 +245,8 @@ def train_from_base(seed: int, *, steps: int = 80, batch_size: int = 64, eval_ev
         echo(f"base agent, {name:<8} " + " | ".join(f"{k} {v:.3f}" for k, v in episode_stats(batch).items()))
     model = copy.deepcopy(base)
     run = train_reinforce(model, tokenizer, tasks["train"], tasks["heldout"], steps=steps, batch_size=batch_size,
-                          eval_every=eval_every, eval_per_task=eval_per_task, seed=seed, out=out, resume=resume,
+                          eval_every=eval_every, eval_per_task=eval_per_task, format_penalty=format_penalty,
+                          seed=seed, out=out, resume=resume,
                           baseline_init=episode_stats(before["train"])["pass_rate"], progress=progress)
     with single_torch_thread():
         after = {name: sample_episodes(model, tokenizer, tasks[name], stats_per_task, 7) for name in SPLITS}
@@ -261,5 +270,5 @@ def behaviour_rows(trained: dict[str, Any]) -> tuple[list[dict], list[dict]]:
     return table, top
 
 
-__all__ = ["LOG", "SPLITS", "before_after_rows", "behaviour", "behaviour_rows", "draw_tasks", "every", "learning_curve",
+__all__ = ["FORMAT_PENALTY", "LOG", "SPLITS", "before_after_rows", "behaviour", "behaviour_rows", "draw_tasks", "every", "learning_curve",
            "sample_episodes", "sample_transcripts", "scripted_levels", "train_from_base", "train_reinforce"]
