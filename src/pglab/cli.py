@@ -181,7 +181,7 @@ def cmd_demo(args) -> int:
     if args.seed < 0:
         raise ValueError(f"--seed must be a whole number >= 0, got {args.seed}")
     if args.format_penalty is not None and not 0 <= args.format_penalty < float("inf"):
-        raise ValueError(f"--format-penalty is the cost of a malformed call, a number >= 0, got {args.format_penalty:g}")
+        raise ValueError(f"--format-penalty is the cost of a malformed call, a number >= 0; got {args.format_penalty}")
     if args.format_penalty is not None and args.resume:
         raise ValueError("--resume continues with the run's own format penalty; drop --format-penalty")
     options = {} if args.format_penalty is None else {"format_penalty": args.format_penalty}
