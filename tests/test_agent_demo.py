@@ -45,3 +45,21 @@ def test_interrupted_demo_names_its_checkpoint_and_the_resume_command(tmp_path, 
 def test_negative_seed_is_refused_naming_the_option(tmp_path, capsys):
     assert main(["demo", "--seed", "-1", "--out", str(tmp_path)]) == 2
     assert "--seed" in capsys.readouterr().err
+
+
+def test_the_default_format_penalty_and_seed_spread_are_the_committed_sweeps():
+    from pathlib import Path
+
+    from pglab.experiments.demo import SEED_SD
+    from pglab.trainers.reinforce import FORMAT_PENALTY
+
+    choice = json.loads((Path(__file__).parent.parent / "docs" / "format_penalty.json").read_text())["choice"]
+    assert FORMAT_PENALTY == choice["format_penalty"] and SEED_SD == choice["seed_sd"]
+
+
+@pytest.mark.parametrize("options", [["--format-penalty", "-0.5"], ["--format-penalty", "nan"],
+                                     ["--format-penalty", "x"], ["--format-penalty", "1", "--resume", "somewhere"]])
+def test_bad_format_penalty_is_refused_naming_the_option(tmp_path, capsys, options):
+    assert main(["demo", "--out", str(tmp_path), *options]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--format-penalty" in err[0]

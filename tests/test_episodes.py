@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from pglab.batch import POLICY, PROMPT, TOOL
-from pglab.envs.bugfix import BugFixEnv, make_tasks, scripted_policy, scripted_rollout
+from pglab.envs.bugfix import BugFixEnv, make_tasks, parse_call, scripted_policy, scripted_rollout
 from pglab.models import TinyAgentPolicy
 from pglab.sampling.episodes import collate, collect_episodes, encode_episode, episode_stats, render_episode
 from pglab.sampling.scoring import length_chunks, sequence_log_probs
@@ -84,3 +84,21 @@ def test_finished_rows_leave_the_batch(cloned_agent, tok):
     turns = [info["n_turns"] for info in batch.info]
     assert min(turns) < max(turns)
     assert seen[0] == 8 and min(seen) < 8
+
+
+def test_format_penalty_sits_on_each_invalid_calls_last_token_not_in_the_score(cloned_agent, tok):
+    tasks = make_tasks("train")
+    picked = [tasks[i % len(tasks)] for i in range(24)]
+    batch = collect_episodes(TinyAgentPolicy(cloned_agent), [BugFixEnv(tasks, format_penalty=0.5) for _ in picked],
+                             tok, torch.Generator().manual_seed(5), tasks=picked, max_call_tokens=6)
+    plain = collect_episodes(TinyAgentPolicy(cloned_agent), [BugFixEnv(tasks) for _ in picked], tok,
+                             torch.Generator().manual_seed(5), tasks=picked, max_call_tokens=6)
+    assert torch.equal(batch.ids, plain.ids) and torch.equal(batch.rewards, plain.rewards)
+    assert sum(i["n_invalid"] for i in batch.info) > 0 and plain.token_rewards is None
+    for b, info in enumerate(batch.info):
+        owner = batch.owner[b]
+        last_of_call = [t for t in range(len(owner)) if owner[t] == POLICY and (t + 1 == len(owner)
+                                                                               or owner[t + 1] != POLICY)]
+        costs = batch.token_rewards[b, last_of_call]
+        assert costs.tolist() == [-0.5 if parse_call(call) is None else 0.0 for call in info["actions"]]
+        assert float(batch.token_rewards[b].sum()) == -0.5 * info["n_invalid"]

@@ -28,3 +28,23 @@ def test_sentiment_moves_the_vader_score():
     assert mean["positive"] > mean["neutral"] > mean["negative"]
     with pytest.raises(ValueError, match="unknown sentiment"):
         review(rng, "angry")
+
+
+def test_the_sentiment_words_are_the_vader_lexicons():
+    pytest.importorskip("vaderSentiment")
+    from pglab.data.reviews import band, lexicon, role
+
+    words = lexicon()
+    assert len(words) > 6000 and all(w.isalpha() and len(w) >= 4 for w in words)
+    used = {w for t in reviews(2000, 0) for w in t.split()} & set(words)
+    assert len(used) > 2000
+    assert [band(r) for r in (-3.0, -2.5, -1.0, 0.0, 0.5, 2.5)] == [
+        "strong_negative", "strong_negative", "negative", "neutral", "positive", "strong_positive"]
+    assert [role(w) for w in ("happily", "kindness", "amazing", "wonderful", "love")] == [
+        "adverb", "noun", "gerund", "adjective", "other"]
+
+
+def test_outbursts_repeat_one_strong_word():
+    texts = reviews(2000, 0)
+    repeats = [t for t in texts if any(a == b and len(a) > 3 for a, b in zip(t.split(), t.split()[2:]))]
+    assert 0.05 < len(repeats) / len(texts) < 0.5

@@ -181,10 +181,16 @@ def cmd_demo(args) -> int:
 
     if args.seed < 0:
         raise ValueError(f"--seed must be a whole number >= 0, got {args.seed}")
+    if args.format_penalty is not None and not 0 <= args.format_penalty < float("inf"):
+        raise ValueError(f"--format-penalty is the cost of a malformed call, a number >= 0; got {args.format_penalty}")
+    if args.format_penalty is not None and args.resume:
+        raise ValueError("--resume continues with the run's own format penalty; drop --format-penalty")
+    options = {} if args.format_penalty is None else {"format_penalty": args.format_penalty}
     folder = Path(args.resume) if args.resume else Path(args.out or DEFAULT_OUT) / "demo"
     check_out_folder(folder)
     try:
-        result = demo(folder, seed=args.seed, quick=args.quick, resume=bool(args.resume), echo=print)
+        result = demo(folder, seed=args.seed, quick=args.quick, resume=bool(args.resume),
+                      echo=print, **options)
     except KeyboardInterrupt:
         step = RunDir(folder).checkpoint_step() if folder.is_dir() else None
         if step is None:
@@ -230,6 +236,13 @@ def integer(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expects an integer, got {text!r}") from None
+
+
+def number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expects a number, got {text!r}") from None
 
 
 def cmd_serve(args) -> int:
@@ -323,6 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quick", action="store_true", help="reduced size: a first look in seconds")
     demo.add_argument("--seed", type=int, default=0, help="RNG seed of the whole run (default 0)")
     demo.add_argument("--resume", metavar="DIR", help="continue the stopped run in DIR (its output folder)")
+    demo.add_argument("--format-penalty", type=number, default=None, metavar="C",
+                      help="training cost of one malformed call, placed on its own tokens (default: the swept "
+                           "value, pglab.trainers.reinforce.FORMAT_PENALTY)")
     demo.set_defaults(func=cmd_demo)
 
     rep = sub.add_parser("reproduce", help="reproduce a book chapter's experiment")

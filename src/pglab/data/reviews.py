@@ -1,134 +1,254 @@
-"""A synthetic movie-review corpus from a small grammar: the embedded default of the LM trainer.
+"""A synthetic review corpus on the VADER lexicon's rated words: the embedded default of the LM trainer.
 
-Reviews are lower-case English, two to five sentences, with a sentiment drawn per review
-(positive, negative, neutral or mixed) that sets the adjectives, verdicts and advice of its
-sentences. Titles, names, genres, aspects, intensifiers, negations, connectives and a dozen
-sentence shapes vary independently, so a language model must learn the structure (which word
-class goes where, agreement between a sentence's parts, how a review opens and ends) rather than
-memorise a few strings. Every draw goes through the ``numpy.random.Generator`` passed in.
+Reviews are lower-case English about films, books, albums, restaurants, hotels, phones, games,
+courses, shows and concerts, one to six sentences long, with a sentiment drawn per review
+(positive, negative, neutral or mixed). The sentiment words are the lexicon's own: about 6,900
+rated words (``vader_lexicon.txt``, shipped with the ``vaderSentiment`` package; abbreviations,
+slurs and the violent extremes left out), grouped by rating band and, from their endings, by role
+(adjective, adverb, noun, gerund, other). Thirty sentence shapes, items, aspects, names, places,
+times and connectives vary independently, so the text has the entropy of real prose (a few nats
+a token) instead of a few memorisable strings.
+
+One shape in ten is an outburst that repeats one strong word (``superb ! superb ! superb !``),
+as real reviews do: a sentiment reward can be maximised by a degenerate mode the pretrained model
+already assigns probability to, which is how the book's GPT-2 collapses (llm-ch6 §6.11). Every
+draw goes through the ``numpy.random.Generator`` passed in.
 """
 
 from __future__ import annotations
 
+import functools
+import re
+from importlib import resources
+
 import numpy as np
 
 SENTIMENTS = ("positive", "negative", "neutral", "mixed")
+BANDS = ("strong_negative", "negative", "neutral", "positive", "strong_positive")
+"""Rating bands of the lexicon: <= -2.5, (-2.5, -0.5], (-0.5, 0.5), [0.5, 2.5), >= 2.5 (VADER's -4..4 scale)."""
 
-_TITLE_ADJ = ("silent", "last", "red", "broken", "hidden", "golden", "lonely", "distant", "frozen", "wild",
-              "secret", "burning", "empty", "midnight", "little", "dark", "lost", "bright", "quiet", "iron")
-_TITLE_NOUN = ("harbor", "river", "garden", "city", "king", "road", "island", "winter", "mirror", "train",
-               "summer", "house", "forest", "letter", "station", "horizon", "bridge", "village", "storm", "song")
-_NAMES = ("anna", "marco", "lena", "david", "sofia", "omar", "julia", "peter", "maya", "victor", "clara",
-          "jonas", "nina", "samuel", "rosa", "felix", "irene", "hugo", "alice", "tomas")
-_GENRES = ("drama", "comedy", "thriller", "western", "musical", "romance", "horror film", "war film",
-           "documentary", "mystery", "science fiction film", "family film")
-_ASPECTS = ("acting", "plot", "script", "score", "soundtrack", "camera work", "pacing", "dialogue", "ending",
-            "direction", "cast", "story", "music", "photography", "editing")
-_ROLES = ("detective", "teacher", "soldier", "singer", "farmer", "doctor", "widow", "young boy", "pilot",
-          "painter", "thief", "nurse")
-_PLACES = ("paris", "a small town", "the mountains", "new york", "a fishing village", "the desert", "berlin",
-           "an old hotel", "the suburbs", "a ship")
-_PLOT_VERBS = ("comes home after many years", "searches for a missing sister", "tries to save the family farm",
-               "falls for a stranger", "plans one last job", "keeps a dangerous secret",
-               "starts a new life", "loses everything in one night")
-_DAYS = ("friday", "weekend", "night", "sunday", "month", "week")
-_INTENSIFIERS = ("very", "really", "truly", "quite", "rather", "incredibly", "absolutely", "pretty")
-_ADJ = {
-    "positive": ("great", "wonderful", "brilliant", "beautiful", "excellent", "superb", "lovely", "delightful",
-                 "charming", "amazing", "fantastic", "moving", "fun", "perfect", "clever", "funny", "good"),
-    "negative": ("awful", "terrible", "boring", "dull", "bad", "horrible", "weak", "poor", "stupid", "painful",
-                 "disappointing", "ugly", "messy", "lame", "tedious", "sad", "annoying"),
-    "neutral": ("long", "short", "simple", "familiar", "ordinary", "typical", "slow", "quiet", "loud", "old",
-                "modern", "plain", "standard", "straightforward"),
+_LEFT_OUT = ("fuck", "fuk", "shit", "cock", "dick", "fag", "nigg", "rape", "raping", "whore", "slut", "cunt",
+             "bitch", "puss", "bastard", "piss", "asshole", "murder", "kill", "suicid", "molest", "terror",
+             "slave", "racis", "retard", "tortur", "jackass", "damn", "nazi", "douche", "wtf", "stfu")
+_ROLES = (("adverb", ("ly",)), ("noun", ("ness", "ment", "tion", "sion", "ity", "ism", "ance", "ence", "dom", "ship")),
+          ("gerund", ("ing",)),
+          ("adjective", ("ful", "ous", "ive", "able", "ible", "ic", "al", "less", "ant", "ent", "ed", "y", "est")))
+
+
+@functools.lru_cache(maxsize=1)
+def lexicon() -> dict[str, float]:
+    """The lexicon's plain words (four or more letters, a vowel, |rating| <= 3.2, none left out) -> mean rating."""
+    try:
+        text = resources.files("vaderSentiment").joinpath("vader_lexicon.txt").read_text(encoding="utf-8")
+    except ModuleNotFoundError as err:
+        raise ValueError("the review corpus is built on the VADER lexicon: pip install 'pglab[lm]' "
+                         "(vaderSentiment)") from err
+    words = {}
+    for line in text.splitlines():
+        word, rating = line.split("\t")[:2]
+        if (re.fullmatch(r"[a-z]{4,}", word) and re.search(r"[aeiou]", word) and abs(float(rating)) <= 3.2
+                and not any(bad in word for bad in _LEFT_OUT)):
+            words[word] = float(rating)
+    return words
+
+
+def band(rating: float) -> str:
+    """The rating band (see BANDS) of a lexicon rating."""
+    edges = (-2.5, -0.5, 0.5, 2.5)
+    return BANDS[sum(rating > e if i < 2 else rating >= e for i, e in enumerate(edges))]
+
+
+def role(word: str) -> str:
+    """adverb | noun | gerund | adjective | other, guessed from the word's ending."""
+    return next((name for name, ends in _ROLES if word.endswith(ends)), "other")
+
+
+@functools.lru_cache(maxsize=1)
+def _classes() -> dict[tuple[str, str], tuple[str, ...]]:
+    """(band, role) -> the lexicon's words of that band and role, sorted (so draws do not depend on dict order)."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for word, rating in sorted(lexicon().items()):
+        found.setdefault((band(rating), role(word)), []).append(word)
+    return {key: tuple(words) for key, words in found.items()}
+
+
+_DOMAINS = {
+    "film": (("film", "movie", "picture", "sequel", "remake", "thriller", "comedy", "drama", "western", "musical"),
+             ("acting", "plot", "script", "score", "camera work", "pacing", "dialogue", "ending", "cast", "editing")),
+    "book": (("book", "novel", "memoir", "story collection", "biography", "debut", "trilogy", "cookbook"),
+             ("prose", "plot", "characters", "ending", "first chapter", "translation", "cover", "pacing")),
+    "album": (("album", "record", "single", "ep", "live album", "soundtrack", "mixtape"),
+              ("vocals", "lyrics", "production", "guitar", "drums", "melodies", "mixing", "opening track")),
+    "restaurant": (("restaurant", "cafe", "diner", "bakery", "pizzeria", "bistro", "food truck", "noodle bar"),
+                   ("food", "service", "staff", "menu", "dessert", "coffee", "prices", "wine list", "portions")),
+    "hotel": (("hotel", "hostel", "resort", "inn", "guest house", "motel", "apartment"),
+              ("room", "bed", "breakfast", "staff", "location", "view", "shower", "pool", "wifi")),
+    "phone": (("phone", "laptop", "tablet", "camera", "headset", "speaker", "watch", "router"),
+              ("battery", "screen", "keyboard", "sound", "software", "price", "design", "charger", "support")),
+    "game": (("game", "board game", "puzzle game", "shooter", "racing game", "card game", "strategy game"),
+             ("controls", "graphics", "levels", "story", "multiplayer", "music", "difficulty", "boss fights")),
+    "course": (("course", "class", "workshop", "lecture series", "tutorial", "bootcamp"),
+               ("teacher", "exercises", "slides", "homework", "exam", "examples", "pace", "forum")),
+    "show": (("show", "series", "sitcom", "podcast", "documentary", "cartoon", "talk show"),
+             ("host", "episodes", "writing", "jokes", "guests", "finale", "theme song", "first season")),
+    "concert": (("concert", "gig", "festival", "opera", "ballet", "recital", "play"),
+                ("crowd", "sound", "lights", "encore", "seats", "band", "singer", "venue", "tickets")),
 }
-_VERDICTS = {
-    "positive": ("a film worth seeing", "one of the best films of the year", "i would watch it again",
-                 "i loved every minute of it", "highly recommended"),
-    "negative": ("a waste of time", "one of the worst films of the year", "i would not watch it again",
-                 "i hated most of it", "not recommended"),
-    "neutral": ("an average evening at the movies", "it is what it is", "some will like it and some will not",
-                "neither good nor bad", "fine for a rainy afternoon"),
-}
-_ADVICE = {
-    "positive": ("do not miss it", "go and see it", "this one is for you", "bring your friends"),
-    "negative": ("stay at home", "skip this one", "look elsewhere", "save your money"),
-    "neutral": ("you may enjoy it", "give it a try", "wait for it on television", "it might be enough"),
-}
+_NAMES = ("anna", "marco", "lena", "david", "sofia", "omar", "julia", "peter", "maya", "victor", "clara", "jonas",
+          "nina", "samuel", "rosa", "felix", "irene", "hugo", "alice", "tomas", "priya", "kenji", "fatima", "lucas",
+          "ingrid", "mateo", "zara", "emil", "hana", "leo")
+_PLACES = ("paris", "a small town", "the mountains", "new york", "a fishing village", "berlin", "the suburbs",
+           "tokyo", "the old town", "the station", "lisbon", "the airport", "my street", "the city centre")
+_TIMES = ("last friday", "last weekend", "yesterday", "on sunday", "last month", "this week", "twice now",
+          "on holiday", "after work", "with my kids", "on a rainy night", "for my birthday")
+_PEOPLE = ("my wife", "my husband", "my friends", "my sister", "my dad", "the kids", "a colleague", "my partner",
+           "everyone i know", "the whole family")
+_INTENSIFIERS = ("very", "really", "truly", "quite", "rather", "incredibly", "absolutely", "pretty", "so", "a bit",
+                 "extremely", "somewhat")
+_NUMBERS = ("two", "three", "four", "five", "ten", "twenty")
+_TONE_BANDS = {"positive": ("positive", "positive", "strong_positive"),
+               "negative": ("negative", "negative", "strong_negative"),
+               "neutral": ("neutral",)}
 _OPPOSITE = {"positive": "negative", "negative": "positive", "neutral": "neutral"}
+_STRONG = {"positive": "strong_positive", "negative": "strong_negative"}
+_ANSWERS = {"positive": ("yes", "absolutely", "for sure"), "negative": ("no", "never", "not a chance"),
+            "neutral": ("maybe", "perhaps", "who knows")}
 
 
 def _pick(rng: np.random.Generator, items: tuple[str, ...]) -> str:
     return items[int(rng.integers(len(items)))]
 
 
-def _title(rng: np.random.Generator) -> str:
-    shape = int(rng.integers(3))
-    if shape == 0:
-        return f"the {_pick(rng, _TITLE_ADJ)} {_pick(rng, _TITLE_NOUN)}"
-    if shape == 1:
-        return f"the {_pick(rng, _TITLE_NOUN)} of {_pick(rng, _TITLE_NOUN)}s"
-    return f"{_pick(rng, _TITLE_NOUN)} {_pick(rng, _TITLE_ADJ)}"
+@functools.cache
+def _pool(chosen: str, roles: tuple[str, ...]) -> tuple[str, ...]:
+    """The words of band ``chosen`` in any of ``roles`` (all roles if empty; its 'other' words if none match)."""
+    words = tuple(w for r in (roles or ("adjective", "adverb", "noun", "gerund", "other"))
+                  for w in _classes().get((chosen, r), ()))
+    return words or _classes()[(chosen, "other")]
 
 
-def _adj(rng: np.random.Generator, tone: str, intensify: float = 0.4) -> str:
-    word = _pick(rng, _ADJ[tone])
-    return f"{_pick(rng, _INTENSIFIERS)} {word}" if rng.random() < intensify else word
+def _word(rng: np.random.Generator, tone: str, *roles: str) -> str:
+    """A lexicon word of ``tone`` (a band drawn from the tone's bands) in one of ``roles`` (any, if none)."""
+    return _pick(rng, _pool(_pick(rng, _TONE_BANDS[tone]), roles))
+
+
+def _adj(rng: np.random.Generator, tone: str) -> str:
+    """An adjective-like word of ``tone``, sometimes with an intensifier or an adverb before it."""
+    word = _word(rng, tone, "adjective")
+    roll = rng.random()
+    if roll < 0.25:
+        return f"{_pick(rng, _INTENSIFIERS)} {word}"
+    if roll < 0.35:
+        return f"{_word(rng, tone, 'adverb')} {word}"
+    return word
 
 
 def _article(phrase: str) -> str:
     return "an" if phrase[0] in "aeiou" else "a"
 
 
-def _opening(rng: np.random.Generator, title: str, tone: str) -> str:
-    genre = _pick(rng, _GENRES)
-    shape = int(rng.integers(5))
+def _outburst(rng: np.random.Generator, tone: str) -> str:
+    """One strong word of ``tone`` (positive or negative) repeated two to six times, as an excited reviewer writes."""
+    word = _pick(rng, _pool(_STRONG[tone], ("adjective", "other", "noun")))
+    times = int(rng.integers(2, 7))
+    shape = int(rng.integers(4))
+    if shape == 0:
+        return " ! ".join([word] * times) + " !"
+    if shape == 1:
+        return " ".join([word] * times) + " ."
+    if shape == 2:
+        return " , ".join([f"so {word}"] * times) + " ."
+    return f"{word} , " + " , ".join([word] * (times - 1)) + " , just " + word + " ."
+
+
+def _opening(rng: np.random.Generator, item: str, tone: str) -> str:
+    shape = int(rng.integers(8))
     if shape == 0:
         adj = _adj(rng, tone)
-        return f"{title} is {_article(adj)} {adj} {genre} ."
+        return f"this {item} is {_article(adj)} {adj} one ."
     if shape == 1:
-        return f"i watched {title} last {_pick(rng, _DAYS)} ."
+        return f"i tried this {item} {_pick(rng, _TIMES)} ."
     if shape == 2:
-        director, place = _pick(rng, _NAMES), _pick(rng, _PLACES)
-        return f"{title} , directed by {director} , is {_article(genre)} {genre} set in {place} ."
+        return f"we went to the {item} in {_pick(rng, _PLACES)} {_pick(rng, _TIMES)} with {_pick(rng, _PEOPLE)} ."
     if shape == 3:
-        return f"in {title} , a {_pick(rng, _ROLES)} {_pick(rng, _PLOT_VERBS)} ."
-    return f"so i finally saw {title} ."
+        return f"{_pick(rng, _NAMES)} recommended this {item} to me , and i have to say it was {_adj(rng, tone)} ."
+    if shape == 4:
+        return f"so i finally got around to the new {item} ."
+    if shape == 5:
+        return f"what {_article(_word(rng, tone, 'adjective'))} {_word(rng, tone, 'adjective')} {item} ."
+    if shape == 6:
+        return f"{_pick(rng, _NUMBERS)} stars for this {item} ."
+    return f"after {_pick(rng, _NUMBERS)} weeks with this {item} , here is my review ."
 
 
-def _body(rng: np.random.Generator, tone: str) -> str:
-    aspect, other = (str(a) for a in rng.choice(_ASPECTS, 2, replace=False))
-    shape = int(rng.integers(8))
+def _body(rng: np.random.Generator, aspects: tuple[str, ...], tone: str) -> str:
+    aspect, other = (str(a) for a in rng.choice(aspects, 2, replace=False))
+    shape = int(rng.integers(16))
     if shape == 0:
         return f"the {aspect} is {_adj(rng, tone)} ."
     if shape == 1:
-        name, word = _pick(rng, _NAMES), _adj(rng, tone)
-        return f"{name} gives {_article(word)} {word} performance as the {_pick(rng, _ROLES)} ."
-    if shape == 2:
         return f"i found the {aspect} {_adj(rng, tone)} and the {other} {_adj(rng, tone)} ."
+    if shape == 2:
+        return f"the {aspect} was {_adj(rng, tone)} , but the {other} was {_adj(rng, _OPPOSITE[tone])} ."
     if shape == 3:
-        opposite = _OPPOSITE[tone]
-        return f"the {aspect} was {_adj(rng, tone)} , but the {other} was {_adj(rng, opposite)} ."
+        return f"the {aspect} is not {_word(rng, _OPPOSITE[tone], 'adjective')} at all ."
     if shape == 4:
-        return f"the {aspect} is not {_adj(rng, _OPPOSITE[tone], intensify=0.0)} at all ."
+        return f"there is a real sense of {_word(rng, tone, 'noun', 'other')} in the {aspect} ."
     if shape == 5:
-        return f"the story follows a {_pick(rng, _ROLES)} who {_pick(rng, _PLOT_VERBS)} in {_pick(rng, _PLACES)} ."
+        return f"{_pick(rng, _PEOPLE)} said the {aspect} was {_adj(rng, tone)} , and i agree ."
     if shape == 6:
-        return f"it runs about {10 * int(rng.integers(8, 16))} minutes and the {aspect} feels {_adj(rng, tone)} ."
-    return f"if you like {_pick(rng, _GENRES)}s , {_pick(rng, _ADVICE[tone])} ."
+        return f"the {aspect} left me feeling {_word(rng, tone, 'adjective')} ."
+    if shape == 7:
+        return f"{_word(rng, tone, 'adverb')} , the {aspect} works ."
+    if shape == 8:
+        return f"it is full of {_word(rng, tone, 'noun', 'gerund', 'other')} and {_word(rng, tone, 'noun', 'other')} ."
+    if shape == 9:
+        return f"words that come to mind : {_word(rng, tone)} , {_word(rng, tone)} , {_word(rng, tone)} ."
+    if shape == 10:
+        return f"if i had to describe the {aspect} in one word , {_word(rng, tone, 'adjective', 'other')} ."
+    if shape == 11:
+        return f"{_pick(rng, _NAMES)} did {_article(_adj(rng, tone))} {_adj(rng, tone)} job with the {aspect} ."
+    if shape == 12:
+        return f"compared to the last one , the {aspect} feels more {_word(rng, tone, 'adjective')} ."
+    if shape == 13:
+        return f"i {_pick(rng, ('love', 'hate', 'like', 'remember', 'noticed', 'expected'))} the {aspect} ."
+    if shape == 14:
+        return f"the {aspect} is {_adj(rng, tone)} , the {other} {_adj(rng, tone)} , and the rest is fine ."
+    return f"honestly , pure {_word(rng, tone, 'noun', 'gerund', 'other')} from start to finish ."
+
+
+def _closing(rng: np.random.Generator, item: str, tone: str) -> str:
+    shape = int(rng.integers(6))
+    if shape == 0:
+        return f"overall , {_article(_adj(rng, tone))} {_adj(rng, tone)} {item} ."
+    if shape == 1:
+        return f"would i go back ? {_pick(rng, _ANSWERS[tone])} ."
+    if shape == 2:
+        return f"in the end it was {_adj(rng, tone)} ."
+    if shape == 3:
+        return f"{_pick(rng, _NUMBERS)} out of ten , {_word(rng, tone, 'adjective')} ."
+    if shape == 4:
+        return f"i would call it {_word(rng, tone, 'adjective')} and {_word(rng, tone, 'adjective')} ."
+    return f"that is all , {_word(rng, tone, 'adverb')} yours ."
 
 
 def review(rng: np.random.Generator, sentiment: str | None = None) -> str:
-    """One review: an opening, one to three body sentences, and (usually) a verdict."""
+    """One review: an opening, one to four body sentences (sometimes an outburst), and (usually) a closing."""
     sentiment = sentiment or _pick(rng, SENTIMENTS)
     if sentiment not in SENTIMENTS:
         raise ValueError(f"unknown sentiment {sentiment!r}; pass one of {', '.join(SENTIMENTS)}")
     tones = ("positive", "negative") if sentiment == "mixed" else (sentiment,)
-    title = _title(rng)
-    sentences = [_opening(rng, title, tones[0])]
-    for i in range(int(rng.integers(1, 4))):
-        sentences.append(_body(rng, tones[i % len(tones)]))
+    if sentiment == "mixed" and rng.random() < 0.5:
+        tones = tones[::-1]
+    items, aspects = _DOMAINS[_pick(rng, tuple(_DOMAINS))]
+    item = _pick(rng, items)
+    sentences = [_opening(rng, item, tones[0])]
+    for i in range(int(rng.integers(1, 5))):
+        tone = tones[i % len(tones)]
+        sentences.append(_outburst(rng, tone) if tone != "neutral" and rng.random() < 0.1 else
+                         _body(rng, aspects, tone))
     if rng.random() < 0.7:
-        sentences.append(f"overall , {_pick(rng, _VERDICTS[tones[-1] if sentiment != 'mixed' else 'neutral'])} .")
+        sentences.append(_closing(rng, item, tones[-1]))
     return " ".join(sentences)
 
 
@@ -136,3 +256,6 @@ def reviews(n: int, seed: int) -> list[str]:
     """``n`` reviews drawn with ``numpy.random.default_rng(seed)``; the sentiments are mixed uniformly."""
     rng = np.random.default_rng(seed)
     return [review(rng) for _ in range(n)]
+
+
+__all__ = ["BANDS", "SENTIMENTS", "band", "lexicon", "review", "reviews", "role"]

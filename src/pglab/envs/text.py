@@ -56,6 +56,7 @@ class BugFixText:
     """BugFixEnv in the text-turn protocol: ``reset(seed)`` poses task ``seed % len(tasks)`` of the split."""
 
     def __init__(self, tasks: str | Sequence[Task] = "train", **options: Any):
+        """``options`` are BugFixEnv's (budget, allow_write, format_penalty, ...)."""
         self.tasks = make_tasks(tasks) if isinstance(tasks, str) else list(tasks)
         self.env = BugFixEnv(self.tasks, **options)
 
@@ -74,13 +75,14 @@ class BugFixText:
             "one BugFixEnv call, written as <call> TOOL </call> or <call> edit OP </call>")}}]
 
 
-def env_factory(spec: str) -> Callable[[str], TextTurnEnv]:
+def env_factory(spec: str) -> Callable[..., TextTurnEnv]:
     """``bugfix`` or ``module:factory`` -> a function from a split (train | heldout) to a fresh environment.
 
     A user's factory takes no argument or one (the split); the current folder is on the import path.
+    For ``bugfix`` the function also takes BugFixEnv's options (``format_penalty=...``).
     """
     if spec == "bugfix":
-        return lambda split: BugFixText(split)
+        return lambda split, **options: BugFixText(split, **options)
     module_name, _, name = spec.partition(":")
     if not module_name or not name:
         raise ValueError(f"--env {spec!r}: pass bugfix or module:factory (a function returning an environment)")

@@ -8,13 +8,18 @@ under the run's folder. A stopped run continues with ``--resume``.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 from pglab.envs.bugfix import make_tasks
 from pglab.plots import new_figure
 from pglab.result import Result, provenance
+from pglab.sampling.episodes import episode_stats
 from pglab.trainers.reinforce import (
+    FORMAT_PENALTY,
     SPLITS,
     before_after_rows,
     behaviour_rows,
@@ -31,33 +36,45 @@ DEMO = {"steps": 80, "batch_size": 64, "eval_every": 10, "eval_per_task": 8, "st
 for the before/after table."""
 DEMO_QUICK = {"steps": 10, "batch_size": 32, "eval_every": 5, "eval_per_task": 4, "stats_per_task": 4}
 """``pglab demo --quick``: a first look in seconds."""
+BOOK_TRAINED = {"train": {"valid_calls": 0.951, "submit_rate": 0.975, "turns": 3.416, "episodes": 320},
+                "heldout": {"valid_calls": 0.974, "submit_rate": 0.944, "turns": 4.481, "episodes": 160}}
+"""agents-ch6 §6.7: the trained agent on both splits (one seed, 16 episodes per task)."""
+SEED_SD = {"train": {"submit_rate": 0.0722, "turns": 0.6919}, "heldout": {"submit_rate": 0.1491, "turns": 0.2708}}
+"""Standard deviation over seeds 0, 7 and 11 of the trained agent's submit rate and turns at the default format
+penalty (``docs/format_penalty.json``; a test keeps the two in step). Which strategy a seed locks into is chance
+(course-ch7's race), so these two claims carry it in their tolerance (2 se, two-sided); valid calls do not (3 binomial
+se, one-sided)."""
 
 
 def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = False,
-         echo: Callable[[str], None] = lambda line: None) -> Result:
+         format_penalty: float = FORMAT_PENALTY, echo: Callable[[str], None] = lambda line: None) -> Result:
     """The main job: tokenizer, base agent, REINFORCE, before/after table, behaviour analysis, learning curve.
 
     Writes into ``out``: the training log (``train.jsonl``), checkpoints, the trained agent
-    (``agent/``, loadable with ``TinyAgent.from_pretrained``, with its ``tokenizer.json``). With
-    ``resume``, ``seed`` and ``quick`` are read back from ``out/demo.json`` and training continues
+    (``agent/``, loadable with ``TinyAgent.from_pretrained``, with its ``tokenizer.json``).
+    ``format_penalty`` is the training cost of a malformed call. With ``resume``, ``seed``, ``quick``
+    and ``format_penalty`` are read back from ``out/demo.json`` and training continues
     from the checkpoint. ``echo`` receives progress lines. Returns the Result (tables, metrics, figure).
     """
     out = Path(out)
     if resume:
         if not (out / "demo.json").exists():
             raise ValueError(f"{out} holds no demo run to resume (no demo.json); pass the folder of a stopped run")
-        seed, quick = (json.loads((out / "demo.json").read_text())[k] for k in ("seed", "quick"))
+        saved = json.loads((out / "demo.json").read_text())
+        seed, quick, format_penalty = saved["seed"], saved["quick"], saved.get("format_penalty", FORMAT_PENALTY)
         step = RunDir(out).checkpoint_step()
         echo(f"resuming the demo in {out} (seed {seed}{', quick' if quick else ''}) from step {step or 0}")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "demo.json").write_text(json.dumps({"seed": seed, "quick": quick}))
+    (out / "demo.json").write_text(json.dumps({"seed": seed, "quick": quick, "format_penalty": format_penalty}))
     size = DEMO_QUICK if quick else DEMO
-    result = Result("demo", {"seed": seed, "quick": quick, **size}, provenance=provenance())
+    result = Result("demo", {"seed": seed, "quick": quick, "format_penalty": format_penalty, **size},
+                    provenance=provenance())
     result.summary = (
         "TinyAgent, behaviour-cloned on scripted random and blind play, learns by REINFORCE (reward minus an EMA "
         "baseline, token_mean, Adam 2e-3) to repair buggy functions through tool calls in BugFixEnv "
-        f"(agents-ch6 §6.2, §6.7): {size['steps']} steps of {size['batch_size']} episodes, seed {seed}.")
-    trained = train_from_base(seed, **size, out=out, resume=resume, echo=echo)
+        f"(agents-ch6 §6.2, §6.7), each malformed call costing {format_penalty:g} on its own tokens (§6.5): "
+        f"{size['steps']} steps of {size['batch_size']} episodes, seed {seed}.")
+    trained = train_from_base(seed, **size, format_penalty=format_penalty, out=out, resume=resume, echo=echo)
     trained["model"].save_pretrained(out / "agent")
     trained["tokenizer"].save(out / "agent" / "tokenizer.json")
     levels = {name: scripted_levels(make_tasks(name)) for name in SPLITS}
@@ -74,6 +91,8 @@ def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = 
                                f"{key}_{row['split']}_valid_calls": row["valid_calls"]})
     result.metrics.update({"steps": len(run["history"]), "train_seconds": run["seconds"],
                            "total_seconds": trained["seconds"], "resumed_from": run["resumed_from"]})
+    if not quick:
+        book_claims(result, trained, levels)
     fig, ax = new_figure(figsize=(7, 4))
     learning_curve(ax, run["history"], run["evals"], {"base agent (train)": result.metrics["base_train_pass_rate"],
                                                       "scripted blind (train)": levels["train"]["blind"]})
@@ -81,3 +100,44 @@ def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = 
     ax.legend(fontsize=8, loc="upper left")
     result.figures["learning_curve"] = fig
     return result
+
+
+def valid_calls_floor(split: str, valid: float, calls: int) -> tuple[float, float]:
+    """(lowest valid-call share that agrees with the book's on ``split``, se): the book's minus 3 binomial se of the
+    difference, ``valid`` measured over ``calls`` calls."""
+    book = BOOK_TRAINED[split]
+    q, book_calls = book["valid_calls"], book["episodes"] * book["turns"]
+    se = math.sqrt(valid * (1 - valid) / calls + q * (1 - q) / book_calls)
+    return q - 3 * se, se
+
+
+def book_claims(result: Result, trained: dict, levels: dict[str, dict[str, float]]) -> None:
+    """The trained agent against agents-ch6 §6.7 on each split: valid calls, submit rate, turns, held-out pass."""
+    for split in SPLITS:
+        book, info = BOOK_TRAINED[split], trained["after"][split].info
+        n, calls = len(info), sum(i["n_turns"] for i in info)
+        stats = episode_stats(trained["after"][split])
+        floor, se = valid_calls_floor(split, stats["valid_calls"], calls)
+        result.check_range(f"trained valid calls ({split}) no lower than the book's {book['valid_calls']}",
+                           stats["valid_calls"], low=floor,
+                           tolerance=f"3 binomial se of the difference over {calls} and "
+                                     f"{book['episodes'] * book['turns']:.0f} calls (se = {se:.4f}); one-sided: "
+                                     "the format penalty keeps calls valid")
+        p, q = stats["submit_rate"], book["submit_rate"]
+        se = math.sqrt(p * (1 - p) / n + q * (1 - q) / book["episodes"] + SEED_SD[split]["submit_rate"] ** 2)
+        result.check_close(f"trained submit rate ({split}) near the book's {q}", p, q, 2 * se,
+                           tolerance=f"2 se: binomial over {n} and {book['episodes']} episodes and the sd over "
+                                     f"seeds ({SEED_SD[split]['submit_rate']:.3f}); se = {se:.3f}")
+        turns = [i["n_turns"] for i in info]
+        sd = float(np.std(turns, ddof=1))
+        se = math.sqrt(sd ** 2 * (1 / n + 1 / book["episodes"]) + SEED_SD[split]["turns"] ** 2)
+        result.check_close(f"trained turns per episode ({split}) near the book's {book['turns']}", stats["turns"],
+                           book["turns"], 2 * se,
+                           tolerance=f"2 se: the episodes' sd {sd:.2f} over {n} and {book['episodes']} episodes "
+                                     f"and the sd over seeds ({SEED_SD[split]['turns']:.3f}); se = {se:.3f}")
+    p, n = result.metrics["trained_heldout_pass_rate"], len(trained["after"]["heldout"].info)
+    se = math.sqrt(max(p * (1 - p), 1e-4) / n)
+    result.check_range("trained held-out pass above the scripted blind level", p,
+                       low=levels["heldout"]["blind"] + 2 * se,
+                       tolerance=f"exact blind level {levels['heldout']['blind']:.3f} + 2 binomial se of {n} "
+                                 f"episodes (se = {se:.3f}); agents-ch6: above 0.2 is more than the format")

@@ -59,7 +59,7 @@ class DefaultSize:
 
 
 SIZES = {
-    "full": DefaultSize(layers=2, width=128, heads=4, vocab=768, reviews=20_000, steps=1200, batch=32, window=64,
+    "full": DefaultSize(layers=2, width=128, heads=4, vocab=2048, reviews=20_000, steps=600, batch=32, window=64,
                         lr=3e-3),
     "quick": DefaultSize(layers=1, width=64, heads=2, vocab=512, reviews=2_000, steps=120, batch=16, window=48,
                          lr=5e-3),

@@ -54,8 +54,12 @@ def encode_episode(tokenizer: Tokenizer, episode: Episode,
 
 def collate(sequences: Sequence[tuple[list[int], list[int]]], rewards: Sequence[float], pad_id: int, *,
             group: Sequence[int] | None = None, logp: Sequence[list[float]] | None = None,
-            info: list[dict[str, Any]] | None = None) -> TokenBatch:
-    """(ids, owner) lists of B episodes -> a right-padded TokenBatch; action_mask = (owner == policy)."""
+            info: list[dict[str, Any]] | None = None,
+            token_rewards: Sequence[dict[int, float]] | None = None) -> TokenBatch:
+    """(ids, owner) lists of B episodes -> a right-padded TokenBatch; action_mask = (owner == policy).
+
+    ``token_rewards[b]`` maps positions of row b to rewards (the batch's ``token_rewards`` [B, T]).
+    """
     B, T = len(sequences), max(len(ids) for ids, _ in sequences)
     ids = torch.full((B, T), pad_id, dtype=torch.long)
     owner = torch.zeros((B, T), dtype=torch.long)
@@ -65,10 +69,16 @@ def collate(sequences: Sequence[tuple[list[int], list[int]]], rewards: Sequence[
         owner[b, : len(row_owner)] = torch.tensor(row_owner)
         if logp_old is not None:
             logp_old[b, : len(logp[b])] = torch.tensor(logp[b])
+    placed = None
+    if token_rewards is not None:
+        placed = torch.zeros((B, T))
+        for b, row in enumerate(token_rewards):
+            for t, r in row.items():
+                placed[b, t] += r
     return TokenBatch(ids=ids, attention_mask=(owner != 0).long(), action_mask=(owner == POLICY).float(),
                       owner=owner, group=torch.as_tensor(list(group) if group is not None else range(B)),
-                      rewards=torch.as_tensor(list(rewards), dtype=torch.float32), logp_old=logp_old,
-                      info=info or [])
+                      rewards=torch.as_tensor(list(rewards), dtype=torch.float32), token_rewards=placed,
+                      logp_old=logp_old, info=info or [])
 
 
 def sample_tokens(logits: torch.Tensor, generator: torch.Generator,
@@ -91,7 +101,11 @@ def collect_episodes(policy: TokenPolicy | torch.nn.Module, envs: Sequence[BugFi
     answer, and the answers of the episodes that go on are prefilled together. The policy's
     incremental decoding (:meth:`TokenPolicy.prefixes`, a KV cache) holds every prefix, and
     finished rows leave it. ``logp_old`` holds the sampling log-probabilities; ``info[b]`` the
-    env's final info, the prompt and the answers.
+    env's final info, the prompt and the answers. ``rewards`` [B] are the episodes' scores; the
+    part of a step's reward that is a cost of the call itself (``info["format_cost"]``, the env's
+    format penalty) is kept out of them and placed on the call's last token in ``token_rewards``
+    [B, T] (None when no call cost anything), so that it reaches that call and the ones before it
+    as reward-to-go, past any baseline.
     """
     policy = as_policy(policy)
     model = policy.module
@@ -110,6 +124,7 @@ def collect_episodes(policy: TokenPolicy | torch.nn.Module, envs: Sequence[BugFi
     infos: list[dict[str, Any]] = [{} for _ in range(n)]
     answers: list[list[str]] = [[] for _ in range(n)]
     rewards = [0.0] * n
+    costs: list[dict[int, float]] = [{} for _ in range(n)]
     alive = list(range(n))
     last = prefixes.extend(alive, sequences)
     while alive:
@@ -131,8 +146,11 @@ def collect_episodes(policy: TokenPolicy | torch.nn.Module, envs: Sequence[BugFi
         for e in alive:
             observation, reward, terminated, truncated, info = envs[e].step(tokenizer.decode(calls[e]))
             answers[e].append(observation)
+            cost = info.get("format_cost", 0.0)
+            if cost:
+                costs[e][len(sequences[e]) - 1] = -cost
             if terminated or truncated:
-                rewards[e], infos[e] = reward, info
+                rewards[e], infos[e] = reward + cost, info
                 continue
             answer = tool_tokens(tokenizer, observation, max_obs_tokens)
             sequences[e] += answer
@@ -148,7 +166,8 @@ def collect_episodes(policy: TokenPolicy | torch.nn.Module, envs: Sequence[BugFi
     names = [info["task"] for info in infos]
     group = [sorted(set(names)).index(name) for name in names]
     info = [dict(i, prompt=p, observations=a) for i, p, a in zip(infos, prompts, answers)]
-    return collate(list(zip(sequences, owners)), rewards, tokenizer.pad_id, group=group, logp=logps, info=info)
+    return collate(list(zip(sequences, owners)), rewards, tokenizer.pad_id, group=group, logp=logps, info=info,
+                   token_rewards=costs if any(costs) else None)
 
 
 def episode_stats(batch: TokenBatch) -> dict[str, float]:

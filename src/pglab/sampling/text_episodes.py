@@ -88,8 +88,10 @@ def collect_text_episodes(policy: TokenPolicy, layout: TextLayout, envs: Sequenc
                           group: Sequence[int] | None = None) -> TokenBatch:
     """One episode in every env (env b reset with ``seeds[b]``), all in lockstep -> TokenBatch [B, T].
 
-    ``rewards`` [B] is each episode's summed reward; ``info[b]`` holds the env's last info, the
-    prompt, the calls (as text and as the sampled ids) and observations, each call's stop (``closing``, ``cap`` or
+    ``rewards`` [B] is each episode's summed reward, less the calls' own costs (an environment's
+    ``info["format_cost"]``, BugFixEnv's format penalty), which go on each call's last token in
+    ``token_rewards`` [B, T] as in :func:`~pglab.sampling.episodes.collect_episodes`; ``info[b]``
+    holds the env's last info, the prompt, the calls (as text and as the sampled ids) and observations, each call's stop (``closing``, ``cap`` or
     ``eos``) and the episode's end (``env``, ``eos`` or ``turns``). Rows with equal seeds share a
     group unless ``group`` is given.
     """
@@ -106,6 +108,7 @@ def collect_text_episodes(policy: TokenPolicy, layout: TextLayout, envs: Sequenc
     info: list[dict[str, Any]] = [{"prompt": p, "calls": [], "call_ids": [], "observations": [], "stops": [],
                                    "end": None} for p in prompts]
     rewards = [0.0] * n
+    costs: list[dict[int, float]] = [{} for _ in range(n)]
     prefixes = policy.prefixes(sequences)
     alive = list(range(n))
     logits = prefixes.extend(alive, sequences)
@@ -137,7 +140,10 @@ def collect_text_episodes(policy: TokenPolicy, layout: TextLayout, envs: Sequenc
             info[e]["call_ids"].append(list(calls[e]))
             info[e]["stops"].append(stops[e])
             observation, reward, done, env_info = check_step(envs[e].step(text), f"{type(envs[e]).__name__}.step")
-            rewards[e] += reward
+            cost = float(env_info.get("format_cost", 0.0))
+            if cost:                                         # the call's own cost: on its last token, not the score
+                costs[e][len(sequences[e]) - 1] = -cost
+            rewards[e] += reward + cost
             info[e].update(env_info)
             info[e]["observations"].append(observation)
             if done or stops[e] == "eos" or len(info[e]["calls"]) >= max_turns:
@@ -165,7 +171,8 @@ def collect_text_episodes(policy: TokenPolicy, layout: TextLayout, envs: Sequenc
         order = sorted(set(int(s) for s in seeds))
         group = [order.index(int(s)) for s in seeds]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos if eos is not None else 0)
-    return collate(list(zip(sequences, owners)), rewards, pad, group=group, logp=logps, info=info)
+    return collate(list(zip(sequences, owners)), rewards, pad, group=group, logp=logps, info=info,
+                   token_rewards=costs if any(costs) else None)
 
 
 def encode_text_episode(layout: TextLayout, prompt: str, calls: Sequence[str],

@@ -42,7 +42,7 @@ from pglab.sampling.episodes import collate
 from pglab.sampling.text_episodes import TextLayout, collect_text_episodes, encode_text_episode, text_episode_stats
 from pglab.threads import single_torch_thread
 from pglab.trainers.cloning import behaviour_cloning
-from pglab.trainers.reinforce import train_episodes
+from pglab.trainers.reinforce import FORMAT_PENALTY, train_episodes
 
 
 @dataclass
@@ -59,6 +59,8 @@ class AgentConfig:
     """reinforce (EMA baseline) | rloo | grpo | dr_grpo (groups of --group-size episodes of one task)."""
     beta: float = 0.0
     """Price of one nat of KL to the starting policy, k1 per token in the reward (0: no reference pass)."""
+    format_penalty: float = FORMAT_PENALTY
+    """Cost of a malformed call in training, on that call's own tokens (BugFixEnv only; 0: none)."""
     steps: int = 80
     """Optimiser steps."""
     episodes_per_step: int = 64
@@ -86,8 +88,8 @@ class AgentConfig:
                      "eval_per_task"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if self.seed < 0 or self.beta < 0 or self.learning_rate <= 0:
-            raise ValueError("pass --seed >= 0, --beta >= 0 and --learning-rate > 0")
+        if self.seed < 0 or self.beta < 0 or self.format_penalty < 0 or self.learning_rate <= 0:
+            raise ValueError("pass --seed >= 0, --beta >= 0, --format-penalty >= 0 and --learning-rate > 0")
         if self.default_size not in DEFAULT_AGENT:
             raise ValueError(f"unknown --default-size {self.default_size!r}; pass one of {', '.join(DEFAULT_AGENT)}")
         if self.device not in ("cpu", "cuda"):
@@ -195,12 +197,16 @@ def ensure_default_agent(size: str = "full", progress: bool = True) -> Path:
     return folder
 
 
-def text_collector(layout: TextLayout, make_env: Callable[[str], TextTurnEnv], *,
-                   max_call_tokens: int) -> Callable[[TokenPolicy, list, torch.Generator], TokenBatch]:
-    """The ``collect`` of ``train_episodes`` for keys (split, seed): one fresh environment per episode."""
+def text_collector(layout: TextLayout, make_env: Callable[..., TextTurnEnv], *, max_call_tokens: int,
+                   format_penalty: float = 0.0) -> Callable[[TokenPolicy, list, torch.Generator, bool], TokenBatch]:
+    """The ``collect`` of ``train_episodes`` for keys (split, seed): one fresh environment per episode.
 
-    def collect(policy: TokenPolicy, keys: list, generator: torch.Generator) -> TokenBatch:
-        envs = [make_env(split) for split, _ in keys]
+    ``format_penalty`` (BugFixEnv only) costs each malformed call of a training episode.
+    """
+    options = {"format_penalty": format_penalty} if format_penalty else {}
+
+    def collect(policy: TokenPolicy, keys: list, generator: torch.Generator, training: bool = False) -> TokenBatch:
+        envs = [make_env(split, **(options if training else {})) for split, _ in keys]
         return collect_text_episodes(policy, layout, envs, [seed for _, seed in keys], generator,
                                      max_call_tokens=max_call_tokens)
 
@@ -254,7 +260,8 @@ def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resum
         model.to(device)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id or 0
         layout = TextLayout(tokenizer, max_obs_tokens=cfg.max_obs_tokens)
-        collect = text_collector(layout, make_env, max_call_tokens=cfg.max_call_tokens)
+        collect = text_collector(layout, make_env, max_call_tokens=cfg.max_call_tokens,
+                                 format_penalty=cfg.format_penalty if cfg.env == "bugfix" else 0.0)
         train_keys, heldout_keys = task_keys(cfg)
         measured = {"train": train_keys[:len(heldout_keys)] if cfg.env != "bugfix" else train_keys,
                     "heldout": heldout_keys}
@@ -277,6 +284,7 @@ def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resum
                              eval_every=cfg.eval_every, eval_per_task=cfg.eval_per_task, seed=cfg.seed, out=out,
                              resume=resume, stop_at=stop_at, progress=progress,
                              settings={"model": cfg.model, "default_size": cfg.default_size, "env": cfg.env,
+                                       "format_penalty": cfg.format_penalty,
                                        "max_call_tokens": cfg.max_call_tokens, "max_obs_tokens": cfg.max_obs_tokens})
         after = measure()
         if world()[0] == 0:

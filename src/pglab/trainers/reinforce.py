@@ -42,6 +42,9 @@ from pglab.trainers.run_dir import EVAL, TASKS, RunDir, step_generator
 from pglab.trainers.token_pg import pg_update
 
 LOG = "train.jsonl"
+FORMAT_PENALTY = 0.5
+"""The default cost of one malformed call in training (agents-ch6 §6.5's format penalty), chosen by the
+format-penalty sweep (``docs/format_penalty.md``)."""
 
 
 def sample_episodes(policy: TokenPolicy | torch.nn.Module, tokenizer: Tokenizer, tasks: Sequence[Task],
@@ -59,8 +62,9 @@ def draw_tasks(tasks: Sequence[Task], batch_size: int, group_size: int, generato
     return [tasks[i] for i in index for _ in range(group_size)]
 
 
-Collect = Callable[[TokenPolicy, list, torch.Generator], TokenBatch]
-"""(policy, one task key per episode, generator) -> the episodes, in the keys' order (TRL's rollout function)."""
+Collect = Callable[[TokenPolicy, list, torch.Generator, bool], TokenBatch]
+"""(policy, one task key per episode, generator, training) -> the episodes, in the keys' order (TRL's rollout
+function); ``training`` is False for the held-out evaluation (no shaping costs there)."""
 
 
 def train_episodes(
@@ -135,7 +139,7 @@ def train_episodes(
 
     def evaluate(step: int) -> float:
         batch = collect(policy, [k for k in heldout_keys for _ in range(eval_per_task)],
-                        step_generator(seed, step, EVAL))
+                        step_generator(seed, step, EVAL), False)
         evals.append({"step": step, **stats(batch)})
         return evals[-1][headline]
 
@@ -152,7 +156,7 @@ def train_episodes(
             held = evaluate(step) if step % eval_every == 0 else None
             tick = time.perf_counter()
             keys = draw_tasks(train_keys, batch_size, group, step_generator(seed, step, TASKS))
-            batch = collect(policy, keys[rank * local:(rank + 1) * local], step_generator(seed, step, 1 + rank))
+            batch = collect(policy, keys[rank * local:(rank + 1) * local], step_generator(seed, step, 1 + rank), True)
             batch = batch.to(device)
             if beta > 0:
                 with torch.no_grad():
@@ -183,21 +187,26 @@ def train_episodes(
 
 
 def train_reinforce(model: TinyAgent | TokenPolicy, tokenizer: Tokenizer, train_tasks: Sequence[Task],
-                    heldout_tasks: Sequence[Task], *, max_call_tokens: int = MAX_CALL_TOKENS,
-                    max_obs_tokens: int = MAX_OBS_TOKENS, **options: Any) -> dict[str, Any]:
+                    heldout_tasks: Sequence[Task], *, format_penalty: float = 0.0,
+                    max_call_tokens: int = MAX_CALL_TOKENS, max_obs_tokens: int = MAX_OBS_TOKENS,
+                    **options: Any) -> dict[str, Any]:
     """TinyAgent (or any policy over the word tokenizer) by REINFORCE in BugFixEnv (agents-ch6 §6.7).
 
     ``options`` are :func:`train_episodes`' (steps, batch_size, lr, advantage, ...): the tasks are
     the keys, and each batch of episodes plays in lockstep, one fresh environment per episode.
+    ``format_penalty`` c costs every malformed call of a training episode -c on its own last token
+    (``TokenBatch.token_rewards``, reward-to-go past the baseline), not in the episode's score; the
+    held-out episodes are measured without it.
     """
     decode = {"max_call_tokens": max_call_tokens, "max_obs_tokens": max_obs_tokens}
 
-    def collect(policy: TokenPolicy, tasks: list, generator: torch.Generator) -> TokenBatch:
-        return collect_episodes(policy, [BugFixEnv(tasks) for _ in tasks], tokenizer, generator, tasks=tasks,
-                                **decode)
+    def collect(policy: TokenPolicy, tasks: list, generator: torch.Generator, training: bool) -> TokenBatch:
+        cost = format_penalty if training else 0.0
+        return collect_episodes(policy, [BugFixEnv(tasks, format_penalty=cost) for _ in tasks], tokenizer,
+                                generator, tasks=tasks, **decode)
 
     return train_episodes(as_policy(model), collect, list(train_tasks), list(heldout_tasks), stats=episode_stats,
-                          **options)
+                          settings={"format_penalty": format_penalty, **options.pop("settings", {})}, **options)
 
 
 def behaviour(batch: TokenBatch, tasks: Sequence[Task], top: int = 3) -> dict[str, Any]:
@@ -255,11 +264,12 @@ SPLITS = ("train", "heldout")
 
 
 def train_from_base(seed: int, *, steps: int = 80, batch_size: int = 64, eval_every: int = 10,
-                    eval_per_task: int = 8, stats_per_task: int = 16, out: str | Path | None = None,
-                    resume: bool = False, progress: bool = True,
+                    eval_per_task: int = 8, stats_per_task: int = 16, format_penalty: float = FORMAT_PENALTY,
+                    out: str | Path | None = None, resume: bool = False, progress: bool = True,
                     echo: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
     """agents-ch6 §6.7 for one seed: tokenizer, base agent (cached), REINFORCE from a copy, both splits measured.
 
+    ``format_penalty``: the cost of a malformed call in training (see :func:`train_reinforce`).
     Returns dict(tokenizer, base, model, before and after ({split: TokenBatch of ``stats_per_task``
     episodes per task, sampled with the same seed}), run (``train_reinforce``'s dict), seconds).
     """
@@ -275,7 +285,8 @@ def train_from_base(seed: int, *, steps: int = 80, batch_size: int = 64, eval_ev
         echo(f"base agent, {name:<8} " + " | ".join(f"{k} {v:.3f}" for k, v in episode_stats(batch).items()))
     model = copy.deepcopy(base)
     run = train_reinforce(model, tokenizer, tasks["train"], tasks["heldout"], steps=steps, batch_size=batch_size,
-                          eval_every=eval_every, eval_per_task=eval_per_task, seed=seed, out=out, resume=resume,
+                          eval_every=eval_every, eval_per_task=eval_per_task, format_penalty=format_penalty,
+                          seed=seed, out=out, resume=resume,
                           baseline_init=episode_stats(before["train"])["pass_rate"], progress=progress)
     with single_torch_thread():
         after = {name: sample_episodes(model, tokenizer, tasks[name], stats_per_task, 7) for name in SPLITS}
@@ -299,6 +310,6 @@ def behaviour_rows(trained: dict[str, Any]) -> tuple[list[dict], list[dict]]:
     return table, top
 
 
-__all__ = ["LOG", "SPLITS", "Collect", "before_after_rows", "behaviour", "behaviour_rows", "draw_tasks", "every",
+__all__ = ["FORMAT_PENALTY", "LOG", "SPLITS", "Collect", "before_after_rows", "behaviour", "behaviour_rows", "draw_tasks", "every",
            "learning_curve", "sample_episodes", "sample_transcripts", "scripted_levels", "train_episodes",
            "train_from_base", "train_reinforce"]

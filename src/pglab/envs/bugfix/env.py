@@ -4,7 +4,9 @@ Calls are ``<call> read </call>``, ``<call> test </call>``, ``<call> edit OP </c
 ``<call> revert </call>`` and ``<call> submit </call>``; with ``allow_write=True`` also
 ``<call> write SOURCE </call>``, which replaces the program with SOURCE. Every call, valid or not, costs one turn of
 the budget; the episode ends at submit or when the budget runs out. Reward is 1 exactly when the
-agent submitted and every hidden test passes on the submitted source.
+agent submitted and every hidden test passes on the submitted source; with ``format_penalty`` c, a
+malformed (invalid) call also earns -c at its own step (agents-ch6 §6.5's format penalty), and
+``info["format_cost"]`` says how much of the step's reward that is.
 """
 
 from __future__ import annotations
@@ -139,14 +141,15 @@ class BugFixEnv(gymnasium.Env):
 
     ``tasks``: a split name or Tasks; ``budget``: calls per episode; ``grader``: defaults to the shared
     :func:`default_grader`; ``allow_write``: adds the ``write`` call (off by default, so the action
-    space of TinyAgent is unchanged); ``render_mode="ansi"``: :meth:`render` returns the episode as text.
+    space of TinyAgent is unchanged); ``render_mode="ansi"``: :meth:`render` returns the episode as text;
+    ``format_penalty``: the cost c >= 0 of each invalid call, paid at that call's step (0: none).
     """
 
     metadata = {"render_modes": ["ansi"]}
     OPTIONS = ("task", "allow_heldout")
 
     def __init__(self, tasks: str | Sequence[Task] = "train", budget: int = BUDGET, grader: Grader | None = None,
-                 allow_write: bool = False, render_mode: str | None = None):
+                 allow_write: bool = False, render_mode: str | None = None, format_penalty: float = 0.0):
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise ValueError(f"budget is the number of calls per episode and must be an int >= 1, got {budget!r}")
         if grader is not None and not isinstance(grader, Grader):
@@ -155,6 +158,11 @@ class BugFixEnv(gymnasium.Env):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         if not isinstance(allow_write, bool):
             raise ValueError(f"allow_write must be True or False, got {allow_write!r}")
+        if isinstance(format_penalty, bool) or not isinstance(format_penalty, (int, float)) \
+                or not 0 <= format_penalty < float("inf"):
+            raise ValueError(f"format_penalty is the cost of one invalid call, a finite number >= 0; "
+                             f"got {format_penalty!r}")
+        self.format_penalty = float(format_penalty)
         self.tasks = make_tasks(tasks) if isinstance(tasks, str) else list(tasks)
         if not self.tasks:
             raise ValueError("BugFixEnv needs at least one task; pass a split name or a list of Task")
@@ -215,19 +223,20 @@ class BugFixEnv(gymnasium.Env):
         self.actions.append(text)
         if call is not None:
             observation = self._do(*call)
-        if call is None or (call[0] == "write" and observation.startswith("error:")):
-            self.n_invalid += 1
+        invalid = call is None or (call[0] == "write" and observation.startswith("error:"))
+        self.n_invalid += invalid
         terminated = self.submitted
         truncated = not terminated and len(self.actions) >= self.budget
-        reward = 0.0
+        cost = self.format_penalty if invalid else 0.0
+        reward = -cost if invalid else 0.0
         if terminated or truncated:
-            reward = self._finish("submit" if terminated else "budget")
+            reward += self._finish("submit" if terminated else "budget")
             observation += "" if terminated else "\nbudget exhausted"
         observation = _printable(observation)
         self.transcript.append(f"> {_printable(text)}\n{observation}")
         if terminated or truncated:
             self.transcript.append(f"reward {reward:g} ({self.outcome})")
-        return observation, reward, terminated, truncated, self._info()
+        return observation, reward, terminated, truncated, {**self._info(), "format_cost": cost}
 
     def render(self) -> str | None:
         """With ``render_mode="ansi"``: the episode so far as text (prompt, each call and observation, reward)."""
