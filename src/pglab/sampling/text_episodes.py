@@ -91,9 +91,9 @@ def collect_text_episodes(policy: TokenPolicy, layout: TextLayout, envs: Sequenc
     ``rewards`` [B] is each episode's summed reward, less the calls' own costs (an environment's
     ``info["format_cost"]``, BugFixEnv's format penalty), which go on each call's last token in
     ``token_rewards`` [B, T] as in :func:`~pglab.sampling.episodes.collect_episodes`; ``info[b]``
-    holds the env's last info, the prompt, the calls (as text and as the sampled ids) and observations, each call's stop (``closing``, ``cap`` or
-    ``eos``) and the episode's end (``env``, ``eos`` or ``turns``). Rows with equal seeds share a
-    group unless ``group`` is given.
+    holds the env's last info, the prompt, the calls (as text and as the sampled ids) and
+    observations, each call's stop (``closing``, ``cap`` or ``eos``) and the episode's end (``env``,
+    ``eos``, ``turns`` or ``length``). Rows with equal seeds share a group unless ``group`` is given.
     """
     tokenizer = layout.tokenizer
     eos, model = tokenizer.eos_token_id, policy.module
