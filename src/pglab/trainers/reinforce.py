@@ -311,5 +311,5 @@ def behaviour_rows(trained: dict[str, Any]) -> tuple[list[dict], list[dict]]:
 
 
 __all__ = ["FORMAT_PENALTY", "LOG", "SPLITS", "Collect", "before_after_rows", "behaviour", "behaviour_rows",
-           "draw_tasks", "every", "learning_curve", "sample_episodes", "sample_transcripts", "scripted_levels", "train_episodes",
-           "train_from_base", "train_reinforce"]
+           "draw_tasks", "every", "learning_curve", "sample_episodes", "sample_transcripts", "scripted_levels",
+           "train_episodes", "train_from_base", "train_reinforce"]
