@@ -129,3 +129,17 @@ def test_user_environments_are_checked(tmp_path, monkeypatch):
         env_factory("badenv:nothing")
     with pytest.raises(ValueError, match="pass bugfix or module:factory"):
         env_factory("badenv")
+
+
+def test_a_format_penalty_sits_on_the_malformed_call_not_in_the_score(agent, bpe):
+    seeds = [0, 0, 1, 1]
+    batch = collect_text_episodes(HFPolicy(agent, pad_id=bpe.eos_token_id), TextLayout(bpe, max_obs_tokens=32),
+                                  [BugFixText("train", format_penalty=0.5) for _ in seeds], seeds,
+                                  torch.Generator().manual_seed(3), max_call_tokens=8)
+    invalid = sum(row["n_invalid"] for row in batch.info)
+    assert invalid > 0, "the random agent wrote no malformed call: the test lost its point"
+    assert batch.token_rewards is not None and float(batch.token_rewards.sum()) == -0.5 * invalid
+    placed = batch.token_rewards.nonzero()
+    assert bool((batch.action_mask[placed[:, 0], placed[:, 1]] == 1).all())          # on the calls' own tokens
+    for b, row in enumerate(batch.info):
+        assert float(batch.rewards[b]) == float(row["submitted"] and row["hidden_pass"])   # the score is unshaped
