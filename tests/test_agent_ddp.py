@@ -1,18 +1,15 @@
 """train-agent under torchrun: an update over 2 gloo ranks, each holding whole groups of multi-turn text
 episodes, equals one process's update on all of them (to 1e-6); torchrun with 2 processes runs 3 steps."""
 
-import gc
 import os
-import shutil
-import socket
 import subprocess
-import sys
 
 import pytest
 import torch
 
 pytest.importorskip("transformers")
 
+from ddp import on_two_ranks, torchrun, torchrun_command  # noqa: E402
 from pglab.models import HFPolicy  # noqa: E402
 from pglab.models.default_lm import save_random_gpt2  # noqa: E402
 from pglab.sampling.text_episodes import TextLayout, collect_text_episodes  # noqa: E402
@@ -57,33 +54,17 @@ def _one_step(model, batch, setting, wrapped=None):
     return {k: v.clone() for k, v in model.state_dict().items()}, metrics
 
 
-def _worker(rank, world, folder, port, out):
-    import torch.distributed as dist
+def _steps_on_rank(rank, world, folder):
     from torch.nn.parallel import DistributedDataParallel
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        results = []
-        for setting in SETTINGS:
-            model, tokenizer = _load(folder)
-            batch = _episodes(model, tokenizer)
-            rows = batch.batch_size // world
-            results.append(_one_step(model, batch.select(slice(rank * rows, (rank + 1) * rows)), setting,
-                                     DistributedDataParallel(model)))
-        if rank == 0:
-            torch.save(results, out)
-        gc.collect()
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    results = []
+    for setting in SETTINGS:
+        model, tokenizer = _load(folder)
+        batch = _episodes(model, tokenizer)
+        rows = batch.batch_size // world
+        results.append(_one_step(model, batch.select(slice(rank * rows, (rank + 1) * rows)), setting,
+                                 DistributedDataParallel(model)))
+    return results
 
 
 @pytest.fixture(scope="module")
@@ -97,9 +78,8 @@ def test_agent_update_over_two_ranks_equals_one_process(folder, tmp_path):
     model, tokenizer = _load(folder)
     batch = _episodes(model, tokenizer)
     assert batch.attention_mask.sum(-1).unique().numel() > 1, "episodes of one length test less"
-    out = tmp_path / "ddp.pt"
-    torch.multiprocessing.spawn(_worker, args=(2, str(folder), _free_port(), str(out)), nprocs=2, join=True)
-    for setting, (ddp_params, ddp_metrics) in zip(SETTINGS, torch.load(out, weights_only=False)):
+    for setting, (ddp_params, ddp_metrics) in zip(SETTINGS, on_two_ranks(_steps_on_rank, (str(folder),),
+                                                                          tmp_path / "ddp.pt")):
         model, _ = _load(folder)
         params, metrics = _one_step(model, batch, setting)
         for name in params:
@@ -109,19 +89,16 @@ def test_agent_update_over_two_ranks_equals_one_process(folder, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("torchrun") is None and not os.path.exists(
-    os.path.join(os.path.dirname(sys.executable), "torchrun")), reason="torchrun not on PATH")
+@pytest.mark.skipif(torchrun() is None, reason="torchrun not on PATH")
 def test_torchrun_two_processes_run_three_steps(tmp_path):
     (tmp_path / "echo_env.py").write_text(
         "class Echo:\n    def reset(self, seed):\n        self.seed, self.turns = seed, 0\n"
         "        return f'say {seed}'\n"
         "    def step(self, text):\n        self.turns += 1\n        return 'ok', float(str(self.seed) in text), "
         "self.turns >= 2, {}\n\ndef make_env():\n    return Echo()\n")
-    torchrun = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [torchrun, "--nnodes", "1", "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port",
-           str(_free_port()), "-m", "pglab", "train-agent", "--env", "echo_env:make_env", "--quick", "--steps", "3",
-           "--out", str(tmp_path / "run")]
+    cmd = torchrun_command("train-agent", "--env", "echo_env:make_env", "--quick", "--steps", "3", "--out",
+                           str(tmp_path / "run"))
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = (tmp_path / "run" / "train.jsonl").read_text().splitlines()

@@ -1,17 +1,14 @@
 """Scale-out: a DDP step over 2 gloo processes equals one single-process step on the whole batch; torchrun runs."""
 
-import gc
 import os
-import shutil
-import socket
 import subprocess
-import sys
 
 import pytest
 import torch
 
 pytest.importorskip("transformers")
 
+from ddp import on_two_ranks, torchrun, torchrun_command  # noqa: E402
 from pglab.models import HFPolicy  # noqa: E402
 from pglab.models.default_lm import save_random_gpt2  # noqa: E402
 from pglab.sampling.replies import reply_batch  # noqa: E402
@@ -59,33 +56,17 @@ def _one_step(model, batch, setting, wrapped=None):
     return {k: v.clone() for k, v in model.state_dict().items()}, metrics
 
 
-def _worker(rank: int, world: int, folder: str, port: int, out: str) -> None:
-    import torch.distributed as dist
+def _steps_on_rank(rank: int, world: int, folder: str) -> list:
     from torch.nn.parallel import DistributedDataParallel
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        results = []
-        for setting in SETTINGS:
-            model = _load(folder)
-            batch = _teacher_forced_batch(model)
-            rows = batch.batch_size // world
-            local = batch.select(slice(rank * rows, (rank + 1) * rows))
-            results.append(_one_step(model, local, setting, DistributedDataParallel(model)))
-        if rank == 0:
-            torch.save(results, out)
-        gc.collect()                             # DDP reducers die while their process group is alive
-        dist.barrier()                           # no rank tears gloo down while the other still talks to it
-    finally:
-        dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    results = []
+    for setting in SETTINGS:
+        model = _load(folder)
+        batch = _teacher_forced_batch(model)
+        rows = batch.batch_size // world
+        local = batch.select(slice(rank * rows, (rank + 1) * rows))
+        results.append(_one_step(model, local, setting, DistributedDataParallel(model)))
+    return results
 
 
 @pytest.fixture(scope="module")
@@ -96,9 +77,7 @@ def folder(tmp_path_factory):
 
 
 def test_ddp_step_over_two_ranks_equals_one_process_step(folder, tmp_path):
-    out = tmp_path / "ddp.pt"
-    torch.multiprocessing.spawn(_worker, args=(2, str(folder), _free_port(), str(out)), nprocs=2, join=True)
-    distributed = torch.load(out, weights_only=False)
+    distributed = on_two_ranks(_steps_on_rank, (str(folder),), tmp_path / "ddp.pt")
     for setting, (ddp_params, ddp_metrics) in zip(SETTINGS, distributed):
         model = _load(folder)
         start = {k: v.clone() for k, v in model.state_dict().items()}
@@ -114,8 +93,7 @@ def test_ddp_step_over_two_ranks_equals_one_process_step(folder, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("torchrun") is None and not os.path.exists(
-    os.path.join(os.path.dirname(sys.executable), "torchrun")), reason="torchrun not on PATH")
+@pytest.mark.skipif(torchrun() is None, reason="torchrun not on PATH")
 def test_torchrun_two_processes_run_three_steps_of_the_embedded_default(tmp_path):
     from pglab.models.default_lm import ensure_default_model
 
@@ -126,10 +104,8 @@ def test_torchrun_two_processes_run_three_steps_of_the_embedded_default(tmp_path
     finally:
         if env["PGLAB_CACHE"] == str(tmp_path):
             del os.environ["PGLAB_CACHE"]
-    torchrun = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
-    cmd = [torchrun, "--nnodes", "1", "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port",
-           str(_free_port()), "-m", "pglab", "train-lm", "--default-size", "quick", "--max-steps", "3",
-           "--prompts-per-step", "4", "--eval-prompts", "4", "--output-dir", str(tmp_path / "run")]
+    cmd = torchrun_command("train-lm", "--default-size", "quick", "--max-steps", "3", "--prompts-per-step", "4",
+                           "--eval-prompts", "4", "--output-dir", str(tmp_path / "run"))
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
