@@ -13,7 +13,6 @@ from pathlib import Path
 from pglab.audit.core import AuditReport, audit_loss
 from pglab.audit.presets import PRESETS, LossFn, get_preset
 from pglab.envs.enumerable import EnumerablePolicy
-from pglab.threads import single_torch_thread
 
 
 @dataclass
@@ -86,9 +85,8 @@ def run_audit(config: AuditConfig) -> AuditReport:
     if not (math.isfinite(config.beta) and config.beta >= 0):
         raise ValueError(f"--beta must be a finite number >= 0, got {config.beta}")
     loss_fn = get_preset(config.preset, config.beta) if config.preset else load_loss(config.loss)
-    with single_torch_thread():       # tiny tensors: threads only add contention
-        return audit_loss(loss_fn, make_policy(config), beta=config.beta, group_size=config.group_size,
-                          seed=config.seed, samples=config.samples, monte_carlo=config.monte_carlo)
+    return audit_loss(loss_fn, make_policy(config), beta=config.beta, group_size=config.group_size,
+                      seed=config.seed, samples=config.samples, monte_carlo=config.monte_carlo)
 
 
 def summary_rows(report: AuditReport) -> list[dict]:
