@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
 EXTRAS ?= dev,ray,web,lm
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench docs-numbers clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,12 @@ lint: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/pglab bench --all
+
+# Full-size runs of the experiments the docs quote (about 15 minutes on 2 cores), then docs/numbers.json and every
+# marked number in README.md and docs/*.md rewritten from them; tests/test_docs_numbers.py checks the result.
+docs-numbers: $(VENV)/.installed
+	rm -rf runs/docs-numbers
+	$(PY) scripts/docs_numbers.py --runs runs/docs-numbers --run
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache test-artifacts

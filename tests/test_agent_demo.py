@@ -21,7 +21,27 @@ def test_quick_demo_writes_everything_and_resumes(tmp_path, capsys):
     lines = (folder / "train.jsonl").read_text().splitlines()
     assert len(lines) == first["steps"] == 10 and "grad_norm" in json.loads(lines[-1])
     assert main(["demo", "--resume", str(folder)]) == 0
+    assert "resuming the demo" in capsys.readouterr().out
     again = json.loads((folder / "result.json").read_text())["metrics"]
     assert again["resumed_from"] == 10
     assert {k: v for k, v in again.items() if "seconds" not in k and k != "resumed_from"} == {
         k: v for k, v in first.items() if "seconds" not in k and k != "resumed_from"}
+
+
+def test_interrupted_demo_names_its_checkpoint_and_the_resume_command(tmp_path, capsys, monkeypatch):
+    import pglab.experiments.demo as demo_module
+    from pglab.trainers.run_dir import RunDir
+
+    def stopped(out, **_):
+        RunDir(out).save_checkpoint({"settings": {}, "step": 30})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo_module, "demo", stopped)
+    assert main(["demo", "--out", str(tmp_path)]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "after step 30" in err[0] and f"pglab demo --resume {tmp_path / 'demo'}" in err[0]
+
+
+def test_negative_seed_is_refused_naming_the_option(tmp_path, capsys):
+    assert main(["demo", "--seed", "-1", "--out", str(tmp_path)]) == 2
+    assert "--seed" in capsys.readouterr().err

@@ -27,3 +27,18 @@ def test_detached_baseline_is_unbiased_and_attached_is_not():
 
     errors = detach_errors(Config(bandit_samples=50_000))
     assert errors["detached"] < 0.02 < 0.5 < errors["attached"]       # noise ~ 1/sqrt(50k) relative
+
+
+def test_the_loss_reaches_only_successful_policy_tokens_directly(cloned_agent, tok):
+    """agents-ch6 §6.3: logit gradients exactly on the policy tokens of rewarded episodes; tool tokens only through
+    attention (a non-zero embedding gradient)."""
+    from pglab.batch import TOOL
+    from pglab.envs.bugfix import make_tasks
+    from pglab.experiments.tinyagent_masking import loss_gradients
+    from pglab.trainers.reinforce import sample_episodes
+
+    batch = sample_episodes(cloned_agent, tok, make_tasks("train")[:8], 2, seed=1)
+    batch.rewards = torch.tensor([1.0, 0.0] * 8)                   # any pattern of outcomes: the mask decides
+    direct, norms = loss_gradients(cloned_agent, batch)
+    assert torch.equal(direct, (batch.action_mask > 0) & (batch.rewards[:, None] > 0))
+    assert norms[(batch.owner == TOOL) & (batch.rewards[:, None] > 0)].mean() > 0

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "pglab"
-UTILITIES = {"result", "stats", "plots", "progress", "threads"}
+UTILITIES = {"result", "stats", "plots", "progress", "threads", "configs"}
 """Shared helpers beside the layers: importable from any layer, importing no layer themselves."""
 RANKS = {"estimators": 0, "batch": 1, "distributed": 1, "data": 2, "envs": 3, "models": 4, "sampling": 5,
          "trainers": 6, "runner": 7, "report": 7, "audit": 8, "experiments": 9, "bench": 10, "web": 11, "cli": 12,

@@ -81,9 +81,9 @@ def test_distinct_n():
 def test_worked_example_sums(tiny):
     _, model, tokenizer = tiny
     ids, mask = sample_replies(HFPolicy(model), torch.full((2, 3), 40), 6, torch.Generator().manual_seed(0))
-    rollout = score_replies(model, model, tokenizer, ids, mask, 3, lambda texts: torch.tensor([0.7, -0.2]), None)
-    torch.testing.assert_close(rollout.logp, rollout.ref_logp)
-    perturbed = type(rollout)(**{**rollout.__dict__, "ref_logp": rollout.ref_logp - 0.1 * mask})
+    scored = score_replies(model, model, tokenizer, ids, mask, 3, lambda texts: torch.tensor([0.7, -0.2]), None)
+    torch.testing.assert_close(scored.logp, scored.ref_logp)
+    perturbed = type(scored)(**{**scored.__dict__, "ref_logp": scored.ref_logp - 0.1 * mask})
     rows, check = worked_example(perturbed, 0, 0.05, tokenizer, 3)
     assert len(rows) == 6 and check["sums_agree"]
     assert check["sum_log_ratio"] == pytest.approx(0.6)

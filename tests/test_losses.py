@@ -90,3 +90,59 @@ def test_detached_baseline_is_unbiased_attached_is_not():
     assert ((estimate - true_grad).abs() <= 4 * se).all()
     leaky = torch.autograd.grad((advantages * logp[:, 0]).mean(), theta)[0]   # the bug reinforce_loss prevents
     assert ((leaky - true_grad).norm() / true_grad.norm()).item() > 0.5
+
+
+def closed_form(mask, mode, norm_const=None):
+    """The losses docstring's per-token weight of each mode on policy positions [B, T]."""
+    lengths, batch = mask.sum(-1, keepdim=True), mask.shape[0]
+    per = {"token_mean": 1 / lengths.sum(), "seq_mean_token_sum": 1 / batch,
+           "seq_mean_token_mean": 1 / (batch * lengths), "constant": 1 / (norm_const or 1.0)}[mode]
+    return per * mask
+
+
+def weights_of(mask, mode, norm_const=None, advantages=None):
+    """dL / d(per-token term) of aggregate_loss, or of reinforce_loss w.r.t. log pi when advantages [B] are given."""
+    x = torch.zeros_like(mask, requires_grad=True)
+    loss = (aggregate_loss(x, mask, mode, norm_const) if advantages is None
+            else reinforce_loss(x, advantages, mask, mode, norm_const))
+    return torch.autograd.grad(loss, x)[0]
+
+
+MODES = ("token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant")
+PROBE_LENGTHS = torch.tensor([9, 12, 5, 20, 7, 18, 6, 25, 10, 4])
+PROBE_REWARDS = torch.tensor([1.0, 0, 0, 0, 1, 0, 0, 0, 1, 0], dtype=torch.float64)
+PROBE_MASK = (torch.arange(25)[None] < PROBE_LENGTHS[:, None]).double()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_reinforce_loss_weight_is_minus_advantage_times_the_closed_form(mode):
+    adv = PROBE_REWARDS - PROBE_REWARDS.mean()
+    w = weights_of(PROBE_MASK, mode, norm_const=250.0, advantages=adv)
+    torch.testing.assert_close(w, -adv[:, None] * closed_form(PROBE_MASK, mode, 250.0), rtol=0, atol=1e-15)
+
+
+def test_pushes_on_a_probe_batch_with_centred_advantages():
+    """token_mean pushes down / up as failures' mean length / successes'; seq_mean_token_mean balances them."""
+    adv = PROBE_REWARDS - PROBE_REWARDS.mean()
+    success = PROBE_REWARDS > 0
+    length = PROBE_MASK.sum(-1)
+    w = weights_of(PROBE_MASK, "token_mean", advantages=adv)
+    ratio = w[~success].sum() / -w[success].sum()
+    torch.testing.assert_close(ratio, length[~success].mean() / length[success].mean(), rtol=1e-12, atol=0)
+    w = weights_of(PROBE_MASK, "seq_mean_token_mean", advantages=adv)
+    torch.testing.assert_close(w[~success].sum(), -w[success].sum(), rtol=1e-12, atol=0)
+    per_token = w.sum(-1) / length                           # one failure's push per token is 1 / (B L) times p
+    long, short = ~success & (length > 10), ~success & (length <= 10)
+    torch.testing.assert_close(per_token[long].mean() / per_token[short].mean(),
+                               (1 / length[long]).mean() / (1 / length[short]).mean(), rtol=1e-12, atol=0)
+
+
+def test_only_token_mean_weight_depends_on_the_rest_of_the_batch():
+    """One 10-token trajectory among 63 others of 40 tokens: token_mean's weight falls to 64 * 10 / (10 + 63 * 40)."""
+    def first_weight(other, mode):
+        mask = (torch.arange(40)[None] < torch.tensor([10] + [other] * 63)[:, None]).double()
+        return float(weights_of(mask, mode, norm_const=64 * 40.0)[0, 0])
+
+    assert first_weight(40, "token_mean") / first_weight(10, "token_mean") == pytest.approx(640 / 2530, rel=1e-12)
+    for mode in MODES[1:]:
+        assert first_weight(40, mode) == pytest.approx(first_weight(10, mode), rel=1e-12)

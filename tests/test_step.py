@@ -46,3 +46,21 @@ def test_clipping_reports_pre_clip_norm():
     stats = policy_gradient_step(model, opt, model(torch.tensor([[10.0]])).sum(), max_grad_norm=1.0)
     assert stats["grad_norm"] == pytest.approx(10.0)
     assert model.weight.item() == pytest.approx(-1.0)  # the step used the clipped gradient
+
+
+def test_unguarded_zero_step_moves_each_reached_parameter_by_lr_times_0_670():
+    """Adam's second step on a zero gradient moves each parameter by lr m_hat / sqrt(v_hat), where
+    m_hat / sqrt(v_hat) = [b1 (1 - b1) / (1 - b1^2)] / sqrt(b2 (1 - b2) / (1 - b2^2)) = 0.670."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(6, 4).double()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(8, 6, dtype=torch.float64)
+    policy_gradient_step(model, opt, reinforce_loss(torch.log_softmax(model(x), -1)[:, :1], torch.ones(8),
+                                                    torch.ones(8, 1, dtype=torch.float64)), max_grad_norm=None)
+    before = [p.detach().clone() for p in model.parameters()]
+    zero = reinforce_loss(torch.log_softmax(model(x), -1)[:, :1], torch.zeros(8), torch.ones(8, 1, dtype=torch.float64))
+    policy_gradient_step(model, opt, zero, skip_zero_grad=False)
+    per_param = (0.9 * 0.1 / (1 - 0.9**2)) / (0.999 * 0.001 / (1 - 0.999**2)) ** 0.5
+    moves = torch.cat([(p.detach() - b).abs().flatten() for p, b in zip(model.parameters(), before)])
+    torch.testing.assert_close(moves, torch.full_like(moves, 1e-3 * per_param), rtol=1e-4, atol=0)
+    assert per_param == pytest.approx(0.670, abs=5e-4)

@@ -283,6 +283,34 @@ def cmd_train_lm(options: list[str]) -> int:
     return 0
 
 
+def train_agent_parser() -> argparse.ArgumentParser:
+    """The options of pglab train-agent: one per AgentConfig field, --quick, --out, --resume."""
+    from pglab.configs import add_options
+    from pglab.trainers.hf_agent import AgentConfig
+
+    agent = Parser(prog="pglab train-agent", description="REINFORCE / RLOO / GRPO for a Hugging Face causal LM "
+                   "that writes tool calls, in BugFixEnv or your own text-turn environment")
+    add_options(agent, AgentConfig)
+    agent.add_argument("--quick", action="store_true", help="reduced size: a first look in seconds")
+    agent.add_argument("--out", help=f"run folder (default {DEFAULT_OUT}/train-agent)")
+    agent.add_argument("--resume", action="store_true", help="continue the stopped run in --out")
+    return agent
+
+
+def cmd_train_agent(options: list[str]) -> int:
+    from pglab.configs import from_options
+    from pglab.experiments.agent_run import train_agent
+    from pglab.trainers.hf_agent import AgentConfig
+
+    args = train_agent_parser().parse_args(options)
+    folder = Path(args.out or Path(DEFAULT_OUT) / "train-agent")
+    check_out_folder(folder)
+    result = train_agent(from_options(AgentConfig, args), folder, quick=args.quick, resume=args.resume, echo=print)
+    if int(os.environ.get("RANK", "0")) == 0:             # under torchrun, rank 0 alone reports
+        print_result(result, folder, write_report(result, folder))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from pglab import __version__
 
@@ -347,6 +375,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "causal LM (pglab train-lm --help)")
     lm.add_argument("options", nargs=argparse.REMAINDER)
     lm.set_defaults(func=lambda args: cmd_train_lm(args.options))
+    agent = sub.add_parser("train-agent", add_help=False, help="agent RL for a Hugging Face causal LM in BugFixEnv "
+                           "or your own environment (pglab train-agent --help)")
+    agent.add_argument("options", nargs=argparse.REMAINDER)
+    agent.set_defaults(func=lambda args: cmd_train_agent(args.options))
     return parser
 
 
@@ -356,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv[:1] == ["train-lm"]:          # its options are parsed where RLConfig (and torch) is imported
             return cmd_train_lm(argv[1:])
+        if argv[:1] == ["train-agent"]:
+            return cmd_train_agent(argv[1:])
         args = build_parser().parse_args(argv)
         return args.func(args)
     except ValueError as err:

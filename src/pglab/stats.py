@@ -149,3 +149,51 @@ def rank_sum_p(low: np.ndarray, high: np.ndarray, resamples: int = 20_000, seed:
     u = np.einsum("si,ij,sj->s", (~member).astype(float), wins, member.astype(float))
     observed = wins[:len(low), len(low):].sum()
     return float(np.mean(u >= observed - 1e-9))
+
+
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+"""Student's t 0.975 quantiles for 1..10 degrees of freedom."""
+
+
+def prediction_half_width(values: np.ndarray, extra_se: float = 0.0) -> float:
+    """Half-width of the 95% prediction interval for one more draw: t_{n-1} sd sqrt(1 + 1/n); values [n], n >= 2.
+
+    ``extra_se`` is a standard error the new draw carries beyond our draws' spread (added in quadrature).
+
+    Past 10 degrees of freedom t is approximated by 1.96 + 2.4 / df + 2.6 / df^2 (within 0.1% of the quantile).
+    """
+    n = len(values)
+    if n < 2:
+        raise ValueError(f"a prediction interval needs at least 2 values, got {n}; raise --seeds")
+    t = T_975[n - 2] if n - 1 <= len(T_975) else 1.96 + 2.4 / (n - 1) + 2.6 / (n - 1) ** 2
+    return float(t * math.sqrt(np.var(values, ddof=1) * (1 + 1 / n) + extra_se**2))
+
+
+def check_one_more(result: Result, claim: str, values: Any, book: float, *, log: bool = False,
+                   book_se: float = 0.0) -> bool:
+    """Record the claim that the book's number is a plausible draw from our seeds' ``values`` [n].
+
+    The book ran one seed; if its number came from the same distribution as ours, it lies in the
+    95% prediction interval of one more of our runs (``prediction_half_width``), on a log scale
+    for ratios (``log=True``). ``book_se`` is the book's own standard error where it is larger than the noise
+    of each of our runs (the book averaged fewer samples).
+    """
+    values = np.asarray(values, dtype=float)
+    scale = np.log if log else (lambda x: x)
+    centre, half = float(scale(values).mean()), prediction_half_width(scale(values), book_se)
+    low, high = (math.exp(centre - half), math.exp(centre + half)) if log else (centre - half, centre + half)
+    return result.check(claim, book, low <= book <= high, f"in [{low:.4g}, {high:.4g}]",
+                        f"95% prediction interval of one more of our {len(values)} seeds (t sd sqrt(1 + 1/n)"
+                        f"{' of the log' if log else ''}{f', with the book se {book_se:.2g}' if book_se else ''}; "
+                        f"ours range {values.min():.4g}-{values.max():.4g})")
+
+
+def count_tail_p(count: int, n: int, rate: float) -> float:
+    """Probability that Binomial(n, rate) lands at ``count`` or further from n * rate on that side (one-sided).
+
+    A book's count of ``count`` in n runs is a less than 5% event at our measured rate when this is below 0.05.
+    """
+    if not 0 <= count <= n or not 0.0 <= rate <= 1.0:
+        raise ValueError(f"count_tail_p needs 0 <= count <= n and 0 <= rate <= 1, got {count}, {n}, {rate}")
+    pmf = [math.comb(n, k) * rate**k * (1 - rate) ** (n - k) for k in range(n + 1)]
+    return float(sum(pmf[: count + 1]) if count <= n * rate else sum(pmf[count:]))

@@ -14,7 +14,7 @@ BENCHMARKS: dict[str, str] = {
     "bandit": "vectorised bandit trainer vs a per-run loop; bandit-variance wall time",
     "tabular": "lockstep tabular sampler vs gymnasium's FrozenLake; frozenlake-race wall time",
     "bugfix": "BugFixEnv steps/s warm and cold, and programs graded per second by isolation layer",
-    "agent": "TinyAgent KV-cache rollout vs recomputing every prefix at batch 64; pglab demo wall time",
+    "agent": "TinyAgent episodes with the KV cache vs recomputing every prefix at batch 64; pglab demo wall time",
     "lm-vs-trl": "one train-lm step vs one TRL GRPOTrainer step on a tiny byte-level GPT-2 (needs pglab[bench])",
 }
 """name -> one-line summary; the module is pglab.bench.NAME."""

@@ -1,9 +1,13 @@
 """aggregation: the weight every loss aggregation mode puts on each token, measured by autograd (agents-ch6 §6.6).
 
 The per-token weight w = dL / d(per-token term) is read off ``aggregate_loss`` and
-``reinforce_loss`` and compared with the closed form of the ``pglab.estimators.losses`` docstring:
-on three trajectories of 4, 8 and 24 policy tokens, on the base agent's probe batch (successes,
-short failures, long failures, with advantages R - mean R), and as the rest of a batch grows.
+``reinforce_loss``: on three trajectories of 4, 8 and 24 policy tokens (against the book's printed
+table), on the probe batches of several base agents (successes, short failures, long failures,
+with advantages R - mean R), and as the rest of a batch grows. That every weight equals the closed
+form of the ``pglab.estimators.losses`` docstring is a unit test (``tests/test_losses.py``); the
+claims here are the book's numbers. The probe's numbers depend on how long each base agent's
+successes and failures are, which varies with its cloning seed, so the book's agent is compared as
+one more draw from ours.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from pglab.envs.bugfix import make_tasks
@@ -18,6 +23,7 @@ from pglab.estimators import aggregate_loss, reinforce_loss
 from pglab.models import build_tokenizer
 from pglab.plots import new_figure
 from pglab.result import Result
+from pglab.stats import check_one_more, check_printed
 from pglab.threads import single_torch_thread
 from pglab.trainers.cloning import make_base_agent
 
@@ -25,7 +31,13 @@ MODES = ("token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant")
 BOOK_PROBE = {"token_mean": (0.132, 0.157, 1.00), "seq_mean_token_sum": (1.435, 1.712, 1.00),
               "seq_mean_token_mean": (0.152, 0.152, 0.33)}
 """agents-ch6 §6.6: push up, push down and per-token push long / short failures on the book's probe batch."""
-EXACT = 1e-12
+BOOK_TABLE = {"token_mean": (("0.0278",) * 3, ("0.111", "0.222", "0.667")),
+              "seq_mean_token_sum": (("0.3333",) * 3, ("1.333", "2.667", "8.000")),
+              "seq_mean_token_mean": (("0.0833", "0.0417", "0.0139"), ("0.333",) * 3),
+              "constant": (("0.0139",) * 3, ("0.056", "0.111", "0.333"))}
+"""agents-ch6 §6.6's printed weight table for 4, 8 and 24 tokens (norm_const 3 x 24): per-token weights, totals."""
+BOOK_LENGTHS = {"successes": 9.4, "short failures": 6.4, "long failures": 19.6}
+"""agents-ch6 §6.6: mean policy tokens of the probe batch's groups."""
 
 
 @dataclass
@@ -33,15 +45,18 @@ class Config:
     lengths: tuple[int, ...] = (4, 8, 24)
     """Policy tokens of the three trajectories of the weight table."""
     per_task: int = 12
-    """Probe episodes of the base agent per training task (20 tasks)."""
-    seed: int = 0
-    """Seed of the base agent."""
+    """Probe episodes of each base agent per training task (20 tasks)."""
+    seeds: int = 6
+    """Base agents, each cloned from its own seed (first_seed .. first_seed + seeds - 1)."""
+    first_seed: int = 0
+    """Seed of the first base agent (the figure's left panel shows it)."""
     probe_seed: int = 3
     """Seed of the probe batch's generator."""
     batch: int = 64
     """Batch size of the right panel: one 10-token trajectory and batch - 1 others."""
 
-    QUICK: ClassVar[dict] = {"per_task": 4}
+    MIN_SEEDS: ClassVar[int] = 3
+    QUICK: ClassVar[dict] = {"per_task": 4, "seeds": 3}
 
 
 def mask_of(lengths: torch.Tensor) -> torch.Tensor:
@@ -60,12 +75,26 @@ def weights(mask: torch.Tensor, mode: str, norm_const: float | None = None,
     return torch.autograd.grad(loss, x)[0]
 
 
-def closed_form(mask: torch.Tensor, mode: str, norm_const: float | None = None) -> torch.Tensor:
-    """The docstring's per-token weight of each mode, on policy positions [B, T]."""
-    lengths, B = mask.sum(-1, keepdim=True), mask.shape[0]
-    per = {"token_mean": 1 / lengths.sum(), "seq_mean_token_sum": 1 / B, "seq_mean_token_mean": 1 / (B * lengths),
-           "constant": 1 / (norm_const or 1.0)}[mode]
-    return per * mask
+def probe_row(mask: torch.Tensor, rewards: torch.Tensor) -> dict:
+    """The book's probe numbers for one batch: group lengths, pushes and per-token long / short ratios.
+
+    mask [B, T] float64 policy positions, rewards [B] float64 (0 or 1); advantages are R - mean R.
+    """
+    adv = rewards - rewards.mean()
+    length = mask.sum(-1)
+    success = rewards > 0
+    long = ~success & (length > length[~success].median())
+    short = ~success & ~long
+    row = {f"{name} tokens": float(length[sel].mean()) for name, sel in
+           (("successes", success), ("short failures", short), ("long failures", long))}
+    for mode in MODES[:3]:
+        w = weights(mask, mode, advantages=adv)                                    # = -A_n * w_mode per token
+        per_token = w.sum(-1) / length
+        row[f"{mode} push up"] = float(-w[success].sum())
+        row[f"{mode} push down"] = float(w[~success].sum())
+        row[f"{mode} long / short"] = float(per_token[long].mean() / per_token[short].mean())
+    row["token_mean push down / up"] = row["token_mean push down"] / row["token_mean push up"]
+    return row
 
 
 def run(config: Config, result: Result) -> None:
@@ -74,38 +103,40 @@ def run(config: Config, result: Result) -> None:
     lengths = torch.tensor(config.lengths)
     mask = mask_of(lengths)
     norm_const = float(len(lengths) * int(lengths.max()))
-    table, worst = [], 0.0
+    table = []
     for mode in MODES:
         w = weights(mask, mode, norm_const)
-        worst = max(worst, float((w - closed_form(mask, mode, norm_const)).abs().max()))
         table.append({"mode": mode, **{f"token weight, L={n}": float(w[i, 0]) for i, n in enumerate(config.lengths)},
                       **{f"trajectory total, L={n}": float(w[i].sum()) for i, n in enumerate(config.lengths)}})
+        if config.lengths == (4, 8, 24):
+            per_token, totals = BOOK_TABLE[mode]
+            check_printed(result, f"weight table, {mode}: per-token weights and trajectory totals",
+                          [float(x) for x in w[:, 0]] + [float(x) for x in w.sum(-1)], per_token + totals)
     result.tables["weights"] = table
 
+    rows, first = [], None
     with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))
-        model = make_base_agent(tokenizer, seed=config.seed)
-        probe = sample_episodes(model, tokenizer, make_tasks("train"), config.per_task, config.probe_seed)
-    pmask = probe.action_mask.double()
-    rewards = probe.rewards.double()
-    adv = rewards - rewards.mean()
-    length = pmask.sum(-1)
-    success = rewards > 0
-    long = ~success & (length > length[~success].median())
-    short = ~success & ~long
-    rows, probe_worst = [], 0.0
-    for mode in MODES[:3]:
-        w = weights(pmask, mode, advantages=adv)                                  # = -A_n * w_mode per token
-        probe_worst = max(probe_worst, float((w + adv[:, None] * closed_form(pmask, mode)).abs().max()))
-        per_token = w.sum(-1) / length
-        ratio = float(per_token[long].mean() / per_token[short].mean())
-        rows.append({"mode": mode, "push_up": float(-w[success].sum()), "push_down": float(w[~success].sum()),
-                     "per_token_long_over_short": ratio, "book": BOOK_PROBE[mode]})
-    inverse_ratio = float((1 / length[long]).mean() / (1 / length[short]).mean())
-    result.tables["probe_batch"] = rows
-    groups = (("successes", success), ("short failures", short), ("long failures", long))
-    result.tables["probe_lengths"] = [{"group": name, "episodes": int(sel.sum()),
-                                       "mean_policy_tokens": float(length[sel].mean())} for name, sel in groups]
+        for seed in range(config.first_seed, config.first_seed + config.seeds):
+            model = make_base_agent(tokenizer, seed=seed)
+            probe = sample_episodes(model, tokenizer, make_tasks("train"), config.per_task, config.probe_seed)
+            rows.append({"seed": seed, **probe_row(probe.action_mask.double(), probe.rewards.double())})
+            first = first or probe
+    result.tables["probe_batches"] = rows
+    result.tables["probe_vs_book"] = [
+        {"mode": mode, **{f"median {k}": float(np.median([r[f"{mode} {k}"] for r in rows]))
+                          for k in ("push up", "push down", "long / short")},
+         "book (up, down, long / short)": BOOK_PROBE[mode]} for mode in MODES[:3]]
+    for name, book in BOOK_LENGTHS.items():
+        check_one_more(result, f"probe: the book's mean policy tokens of {name} ({book:g}) as one more base agent",
+                       [r[f"{name} tokens"] for r in rows], book, log=True)
+    book_ratio = BOOK_PROBE["token_mean"][1] / BOOK_PROBE["token_mean"][0]
+    check_one_more(result, f"probe, token_mean: the book's push down / push up ({book_ratio:.3f}: failures are "
+                           "longer) as one more base agent", [r["token_mean push down / up"] for r in rows],
+                   book_ratio, log=True)
+    check_one_more(result, "probe, seq_mean_token_mean: the book's per-token push long / short failures (0.33) as "
+                           "one more base agent", [r["seq_mean_token_mean long / short"] for r in rows],
+                   BOOK_PROBE["seq_mean_token_mean"][2], log=True)
 
     grid = list(range(10, 41, 2))
     relative = {mode: [] for mode in MODES}
@@ -116,32 +147,19 @@ def run(config: Config, result: Result) -> None:
         for mode in MODES:
             ratio = weights(batch_mask, mode, const)[0, 0] / weights(base_mask, mode, const)[0, 0]
             relative[mode].append(float(ratio))
-    falls_to = relative["token_mean"][-1]
-    expected_fall = config.batch * 10 / (10 + (config.batch - 1) * 40)
 
     result.summary = (
-        "Per-token weights dL/d(term) of the four aggregation modes, read off by autograd and compared with the "
-        f"closed forms of the losses module docstring; then on {probe.batch_size} base-agent episodes with "
-        "advantages R - mean R, and as the other trajectories of a batch get longer.")
-    result.metrics.update({"max_error_table": worst, "max_error_probe": probe_worst,
-                           "token_mean_weight_at_40": falls_to,
-                           **{f"{r['mode']}_long_over_short": r["per_token_long_over_short"] for r in rows}})
-    result.check_range("weight table (4, 8, 24 tokens): largest gap to the closed form", worst, high=EXACT,
-                       tolerance="float64 rounding: acceptance 1e-12")
-    result.check_range("probe batch: largest gap of -A w to the closed form", probe_worst, high=EXACT,
-                       tolerance="float64 rounding: acceptance 1e-12")
-    smtm = rows[2]["per_token_long_over_short"]
-    result.check_close("seq_mean_token_mean: per-token push long / short failures = short / long length", smtm,
-                       inverse_ratio, EXACT, "float64 rounding; lengths as harmonic means (mean of 1/L)")
-    result.check_close("token_mean: weight of a 10-token trajectory's token when the other 63 have 40", falls_to,
-                       expected_fall, EXACT, "closed form 64*10 / (10 + 63*40); float64 rounding")
-    flat = max(abs(v - 1) for mode in MODES[1:] for v in relative[mode])
-    result.check_range("other modes: the same weight however long the rest of the batch", flat, high=EXACT,
-                       tolerance="float64 rounding")
+        "Per-token weights dL/d(term) of the four aggregation modes, read off by autograd: on the book's three "
+        f"trajectories, then on the probe batches ({first.batch_size} episodes, advantages R - mean R) of "
+        f"{config.seeds} base agents, and as the other trajectories of a batch get longer.")
+    result.metrics.update({"token_mean_weight_at_40": relative["token_mean"][-1],
+                           **{f"median {k}": float(np.median([r[k] for r in rows])) for k in rows[0] if k != "seed"}})
 
     fig, (left, right) = new_figure(1, 2, figsize=(11, 4))
+    pmask = first.action_mask.double()
+    length = pmask.sum(-1)
     order = torch.argsort(length)
-    const = float(probe.batch_size * int(length.max()))
+    const = float(first.batch_size * int(length.max()))
     for k, mode in enumerate(MODES):
         total = weights(pmask, mode, const).sum(-1)
         left.plot(length[order], (total / total.sum())[order], "o-" if k == 2 else ".-", ms=3, label=mode)
@@ -149,7 +167,7 @@ def run(config: Config, result: Result) -> None:
                    "o-", ms=3, label=mode)
     left.set_xlabel("policy tokens of the trajectory")
     left.set_ylabel("share of the batch's total weight")
-    left.set_title(f"{probe.batch_size} base-agent episodes")
+    left.set_title(f"{first.batch_size} episodes of base agent {config.first_seed}")
     right.set_xlabel(f"mean policy tokens of the batch ({config.batch} trajectories)")
     right.set_ylabel("weight of one token of a 10-token trajectory\n(relative to an all-10 batch)")
     right.set_title("token_mean's weight falls as the rest grows")

@@ -5,7 +5,11 @@
 2. Detaching the wrong tensor: on a five-call bandit with a baseline read off the policy's own
    probabilities, the estimate with the baseline detached against attached, vs the exact gradient.
 3. The zero-advantage batch: after one ordinary Adam step, a step on all-zero advantages moves the
-   parameters (Adam's momentum) unless ``policy_gradient_step`` skips a zero gradient.
+   parameters (Adam's momentum) unless ``policy_gradient_step`` skips a zero gradient. That the guard
+   leaves them bit-identical is a unit test (``tests/test_step.py``). The size of the unguarded move
+   is not compared with the book's 0.4903: Adam's second step moves every parameter the first batch
+   reached by lr x 0.670, so the move is lr x 0.670 x sqrt(parameters reached), a count set by the
+   architecture and the vocabulary (the book's 0.4903 is 133,900 of its 157,244 parameters).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from pglab.envs.bandit import GaussianBandit
@@ -24,7 +29,7 @@ from pglab.models import build_tokenizer
 from pglab.plots import log_axis, new_figure, outside_legend
 from pglab.result import Result
 from pglab.sampling.scoring import sequence_log_probs
-from pglab.stats import standard_error
+from pglab.stats import book_tolerance, check_one_more, half_unit, standard_error
 from pglab.threads import single_torch_thread
 from pglab.trainers.cloning import make_base_agent
 from pglab.trainers.probe import episode_gradients
@@ -32,6 +37,8 @@ from pglab.trainers.step import policy_gradient_step
 
 BOOK = {"cosine": {8: -0.092, 32: 0.165, 120: 0.418}, "detached": 0.001, "attached": 1.538, "moved": 0.4903}
 """agents-ch6 §6.8's numbers."""
+BOOK_PAIRS = 20
+"""Pairs of batches behind each of the book's mean cosines (its se: one pair's sd / sqrt(20))."""
 
 
 @dataclass
@@ -42,9 +49,13 @@ class Config:
     """Random disjoint pairs of batches per size (the book: 20). Cheap, since every cosine comes from one Gram
     matrix, and 1000 pairs bring the se of each mean cosine under 0.01."""
     per_task: int = 12
-    """Probe episodes of the base agent per training task (20 tasks)."""
+    """Probe episodes of each base agent per training task (20 tasks)."""
+    seeds: int = 6
+    """Base agents whose gradient noise is measured, cloned from seeds first_seed .. first_seed + seeds - 1."""
+    first_seed: int = 0
+    """Seed of the first base agent (the zero-advantage step and the growth claims use it)."""
     seed: int = 0
-    """Seed of the base agent and of the pair draws."""
+    """Seed of the pair draws and of the bandit's samples."""
     probe_seed: int = 3
     """Seed of the probe batch's generator."""
     bandit_logits: tuple[float, ...] = (0.5, -0.2, 0.1, 0.0, 0.3)
@@ -56,27 +67,44 @@ class Config:
     lr: float = 2e-3
     """Adam learning rate of the zero-advantage experiment."""
 
-    QUICK: ClassVar[dict] = {}
-    """The full size is the quick one: the 240 probe episodes dominate its 10 s, and every claim needs them."""
+    MIN_SEEDS: ClassVar[int] = 3
+    QUICK: ClassVar[dict] = {"seeds": 3}
+    """Every claim needs the 240-episode probes, which dominate the time: fewer base agents only."""
 
 
-def detach_errors(config: Config) -> dict[str, float]:
-    """Relative error to the exact gradient of the estimate with the baseline b = pi(call 0) detached and attached."""
+def detach_errors(config: Config, chunks: int = 100) -> dict[str, float]:
+    """Relative error to the exact gradient of the estimate with the baseline b = pi(call 0) detached and attached.
+
+    The samples are split into ``chunks`` equal parts whose estimates average to the full one, which
+    gives each error its Monte Carlo standard error (delta method along the error's direction, key
+    ``se <name>``) and the noise level sqrt(trace Cov / N) / |grad J| (key ``noise``).
+    """
     logits = torch.tensor(config.bandit_logits, dtype=torch.float64, requires_grad=True)
     reward_of = torch.tensor(config.bandit_rewards, dtype=torch.float64)
     probs = torch.softmax(logits, -1)
     exact = GaussianBandit(config.bandit_rewards, sd=0.0).exact_gradient(logits.detach())   # pi * (r - J)
     gen = torch.Generator().manual_seed(config.seed)
-    actions = torch.multinomial(probs.detach(), config.bandit_samples, replacement=True, generator=gen)
-    logp = torch.log_softmax(logits, -1)[actions][None]                              # [1, N]
+    n = config.bandit_samples - config.bandit_samples % chunks
+    actions = torch.multinomial(probs.detach(), n, replacement=True, generator=gen).view(chunks, -1)
+    logp = torch.log_softmax(logits, -1)[actions]                                    # [chunks, N / chunks]
     baseline = probs[0]                                                               # a function of the logits
-    ones = torch.ones_like(logp)
-    detached = reinforce_loss(logp, reward_of[actions][None] - baseline, ones)      # reinforce_loss detaches A
-    attached = -((reward_of[actions] - baseline) * logp[0]).mean()                  # the bug: A keeps its graph
+    ones = torch.ones_like(logp[0])[None]
     out = {}
-    for name, loss in (("detached", detached), ("attached", attached)):
-        (loss_grad,) = torch.autograd.grad(loss, logits, retain_graph=True)
-        out[name] = float((loss_grad + exact).norm() / exact.norm())       # the estimate is minus loss_grad
+    for name in ("detached", "attached"):
+        parts = []
+        for k in range(chunks):
+            if name == "detached":                                                    # reinforce_loss detaches A
+                loss = reinforce_loss(logp[k][None], (reward_of[actions[k]] - baseline)[None], ones)
+            else:                                                                     # the bug: A keeps its graph
+                loss = -((reward_of[actions[k]] - baseline) * logp[k]).mean()
+            parts.append(-torch.autograd.grad(loss, logits, retain_graph=True)[0])  # the estimate is minus it
+        parts = torch.stack(parts)                                                    # [chunks, 5]
+        error = parts.mean(0) - exact
+        direction = error / error.norm()
+        out[name] = float(error.norm() / exact.norm())
+        out[f"se {name}"] = float((parts @ direction).std() / math.sqrt(chunks) / exact.norm())
+        if name == "detached":
+            out["noise"] = float(parts.var(0).sum().div(chunks).sqrt() / exact.norm())
     return out
 
 
@@ -110,13 +138,18 @@ def run(config: Config, result: Result) -> None:
 
     with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))
-        base = make_base_agent(tokenizer, seed=config.seed)
-        probe = sample_episodes(base, tokenizer, make_tasks("train"), config.per_task, config.probe_seed)
-        scores = episode_gradients(base, probe, probe.action_mask).double()
-        rewards = probe.rewards.double()
-        centred = (rewards - rewards.mean())[:, None] * scores
-        gen = torch.Generator().manual_seed(config.seed)
-        measured = {size: pair_cosines(centred, size, config.pairs, gen) for size in config.sizes}
+        per_agent = {}
+        for seed in range(config.first_seed, config.first_seed + config.seeds):
+            agent = make_base_agent(tokenizer, seed=seed)
+            batch = sample_episodes(agent, tokenizer, make_tasks("train"), config.per_task, config.probe_seed)
+            scores = episode_gradients(agent, batch, batch.action_mask).double()
+            rewards = batch.rewards.double()
+            centred = (rewards - rewards.mean())[:, None] * scores
+            gen = torch.Generator().manual_seed(config.seed)
+            per_agent[seed] = {size: pair_cosines(centred, size, config.pairs, gen) for size in config.sizes}
+            if seed == config.first_seed:
+                base, probe = agent, batch
+        measured = per_agent[config.first_seed]
 
         model = copy.deepcopy(base)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
@@ -137,7 +170,8 @@ def run(config: Config, result: Result) -> None:
         rows.append({"batch": size, "mean_cosine": float(values.mean()), "se": float(standard_error(values)),
                      "book": BOOK["cosine"].get(size)})
     result.tables["gradient_cosine"] = rows
-    result.tables["detach"] = [{"baseline": k, "relative_error": v, "book": BOOK[k]} for k, v in errors.items()]
+    result.tables["detach"] = [{"baseline": k, "relative_error": errors[k], "se": errors[f"se {k}"], "book": BOOK[k]}
+                               for k in ("detached", "attached")]
     result.tables["zero_advantage_step"] = [
         {"guard": "skip zero gradient" if guard else "none (plain Adam step)", "loss": stats["loss"],
          "grad_norm": stats["grad_norm"], "skipped": stats["skipped"], "parameter_change": change,
@@ -155,13 +189,29 @@ def run(config: Config, result: Result) -> None:
         gap, se = large["mean_cosine"] - small["mean_cosine"], math.hypot(large["se"], small["se"])
         result.check_range(f"cosine grows with batch size: batch {large['batch']} minus batch {small['batch']}", gap,
                            low=2 * se, tolerance=f"2 standard errors of the difference over {config.pairs} pairs "
-                                                 f"(se = {se:.3f}, given the {probe.batch_size}-episode probe)")
+                                                 f"(se = {se:.3f}, given base agent {config.first_seed}'s "
+                                                 f"{probe.batch_size}-episode probe)")
+    result.tables["gradient_cosine_per_agent"] = [
+        {"seed": seed, **{f"batch {size}": float(values.mean()) for size, values in cosines.items()}}
+        for seed, cosines in per_agent.items()]
+    # Not batch 8: the book's -0.092 (20 pairs) sits 2.5 of its own standard errors below the 0.046 its 120-episode
+    # value implies (a mean cosine of n-episode batches is n s / (1 + n s), s the gradient's signal-to-noise ratio).
+    for size, book in BOOK["cosine"].items():
+        if size not in config.sizes or size == 8:
+            continue
+        means = [float(cosines[size].mean()) for cosines in per_agent.values()]
+        book_se = float(measured[size].std()) / math.sqrt(BOOK_PAIRS)
+        result.metrics.update({f"median cosine {size}": float(np.median(means)), f"lowest cosine {size}": min(means),
+                               f"highest cosine {size}": max(means)})
+        check_one_more(result, f"mean cosine of two disjoint batches of {size}: the book's {book} as one more base "
+                               "agent", means, book, book_se=book_se)
     result.figures["cosine_vs_batch"] = cosine_figure(rows, probe.batch_size, config.pairs)
-    result.check_range("detached baseline: relative error to the exact gradient", errors["detached"], high=0.01,
-                       tolerance="acceptance 0.01; Monte Carlo noise ~ 1/sqrt(samples)")
-    result.check_range("attached baseline: relative error to the exact gradient", errors["attached"], low=0.5,
-                       tolerance="acceptance 0.5 (book: 1.538)")
-    result.check_range("zero-advantage Adam step without the guard: parameter change", moved[False][0], low=1e-6,
-                       tolerance="any movement: the gradient is exactly zero (book: 0.49)")
-    result.check("zero-advantage step with the guard leaves the parameters bit-identical", moved[True][0],
-                 moved[True][1] and moved[True][2]["skipped"], "0, bit-identical", "exact")
+    noise = errors["noise"]
+    result.check_range("detached baseline: relative error to the exact gradient", errors["detached"],
+                       high=3 * noise, tolerance=f"3 Monte Carlo noise levels sqrt(trace Cov / N) / |grad J| "
+                                                 f"(noise = {noise:.2g}; the book's {BOOK['detached']} is inside)")
+    tol = book_tolerance(errors["se attached"], 3) + half_unit(str(BOOK["attached"]))
+    result.check_close("attached baseline: relative error to the exact gradient vs the book's 1.538",
+                       errors["attached"], BOOK["attached"], tol,
+                       f"3 se of the difference of two {config.bandit_samples:,}-sample estimates (ours: se = "
+                       f"{errors['se attached']:.2g}, the book's taken equal) plus half the book's last digit")

@@ -1,9 +1,11 @@
 """tinyagent-masking: which positions the REINFORCE loss reaches, directly and through attention (agents-ch6 §6.3).
 
-On a batch of base-agent episodes, the loss -(1/B) sum_n R_n sum_t m_t log pi(y_t) is backpropagated
-to the logits and to the input embeddings. The positions with a logit gradient are counted
-against the policy tokens of the successful episodes; the embedding gradient is averaged over
-prompt, policy and tool positions: tool tokens get no direct gradient but an indirect one.
+On a batch of episodes of each of several base agents, the loss -(1/B) sum_n R_n sum_t m_t log pi(y_t)
+is backpropagated to the logits and to the input embeddings. The positions with a logit gradient
+are counted against the policy tokens of the successful episodes; the embedding gradient is
+averaged over prompt, policy and tool positions: tool tokens get no direct gradient but an
+indirect one, through attention. The profile depends on the base agent, so the book's agent is
+compared as one more draw from ours.
 """
 
 from __future__ import annotations
@@ -11,14 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import torch
 
-from pglab.batch import OWNER_NAMES, POLICY, PROMPT, TOOL
+from pglab.batch import OWNER_NAMES, POLICY, PROMPT, TOOL, TokenBatch
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import reinforce_loss
 from pglab.models import build_tokenizer
 from pglab.result import Result
 from pglab.sampling.scoring import token_log_probs
+from pglab.stats import check_one_more
 from pglab.threads import single_torch_thread
 from pglab.trainers.cloning import make_base_agent
 from pglab.trainers.reinforce import sample_episodes
@@ -30,65 +34,73 @@ BOOK = {"prompt": 1.87e-4, "policy": 1.49e-4, "tool": 3.18e-5, "positions": 70}
 @dataclass
 class Config:
     per_task: int = 4
-    """Episodes of the base agent per training task (20 tasks: a batch of 80)."""
-    seed: int = 0
-    """Seed of the base agent (its behaviour cloning)."""
+    """Episodes of each base agent per training task (20 tasks: a batch of 80)."""
+    seeds: int = 6
+    """Base agents, each cloned from its own seed (first_seed .. first_seed + seeds - 1)."""
+    first_seed: int = 0
+    """Seed of the first base agent."""
     sample_seed: int = 2
     """Seed of the generator that samples the episodes."""
 
-    QUICK: ClassVar[dict] = {"per_task": 2}
+    MIN_SEEDS: ClassVar[int] = 3
+    QUICK: ClassVar[dict] = {"per_task": 2, "seeds": 3}
+
+
+def loss_gradients(model: torch.nn.Module, batch: TokenBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where -(1/B) sum_n R_n sum_t m_t log pi reaches: (has a logit gradient, embedding-gradient norm), both [B, T].
+
+    Logits at t predict token t + 1, so "has a logit gradient" is shifted onto the predicted token.
+    """
+    kept = {}
+
+    def keep(module, inputs, output):
+        output.retain_grad()
+        kept["embedded"] = output                                                 # [B, T, D]
+
+    hook = model.tok_emb.register_forward_hook(keep)
+    try:
+        logits = model(batch.ids)                                                 # [B, T, V]
+    finally:
+        hook.remove()
+    logits.retain_grad()
+    loss = reinforce_loss(token_log_probs(logits, batch.ids), batch.rewards, batch.action_mask,
+                          mode="seq_mean_token_sum")
+    loss.backward()
+    model.zero_grad()
+    direct = torch.nn.functional.pad(logits.grad[:, :-1].abs().sum(-1) > 0, (1, 0))
+    return direct, kept["embedded"].grad.norm(dim=-1)
 
 
 def run(config: Config, result: Result) -> None:
+    rows, per_seed = [], []
     with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))
-        model = make_base_agent(tokenizer, seed=config.seed)
-        batch = sample_episodes(model, tokenizer, make_tasks("train"), config.per_task, config.sample_seed)
-        kept = {}
-
-        def keep(module, inputs, output):
-            output.retain_grad()
-            kept["embedded"] = output                                             # [B, T, D]
-
-        hook = model.tok_emb.register_forward_hook(keep)
-        try:
-            logits = model(batch.ids)                                             # [B, T, V]
-        finally:
-            hook.remove()
-        logits.retain_grad()
-        loss = reinforce_loss(token_log_probs(logits, batch.ids), batch.rewards, batch.action_mask,
-                              mode="seq_mean_token_sum")
-        loss.backward()
-        model.zero_grad()
-    # logits at t predict token t + 1: shift the mask of "has a logit gradient" onto the predicted token
-    direct = torch.nn.functional.pad(logits.grad[:, :-1].abs().sum(-1) > 0, (1, 0))     # [B, T]
-    success_policy = (batch.action_mask > 0) & (batch.rewards[:, None] > 0)
-    n_direct, n_success = int(direct.sum()), int(success_policy.sum())
-    outside = int((direct & (batch.action_mask == 0)).sum())
-    norms = kept["embedded"].grad.norm(dim=-1)                                    # [B, T]
-    rows = []
-    for code in (PROMPT, POLICY, TOOL):
-        name = OWNER_NAMES[code]
-        where = batch.owner == code
-        rows.append({"positions": name, "count": int(where.sum()), "mean_embedding_grad": float(norms[where].mean()),
-                     "book": BOOK[name]})
+        for seed in range(config.first_seed, config.first_seed + config.seeds):
+            model = make_base_agent(tokenizer, seed=seed)
+            batch = sample_episodes(model, tokenizer, make_tasks("train"), config.per_task, config.sample_seed)
+            direct, norms = loss_gradients(model, batch)
+            by = {OWNER_NAMES[code]: float(norms[batch.owner == code].mean()) for code in (PROMPT, POLICY, TOOL)}
+            rows += [{"seed": seed, "positions": name, "count": int((batch.owner == code).sum()),
+                      "mean_embedding_grad": by[name], "book": BOOK[name]}
+                     for name, code in (("prompt", PROMPT), ("policy", POLICY), ("tool", TOOL))]
+            per_seed.append({"seed": seed, "episodes": batch.batch_size, "successes": int(batch.rewards.sum()),
+                             "positions with a logit gradient": int(direct.sum()),
+                             "policy tokens of successful episodes":
+                                 int(((batch.action_mask > 0) & (batch.rewards[:, None] > 0)).sum()),
+                             "tool / policy": by["tool"] / by["policy"],
+                             "prompt / policy": by["prompt"] / by["policy"]})
     result.summary = (
-        f"{batch.batch_size} base-agent episodes ({config.per_task} per training task), {int(batch.rewards.sum())} "
-        "successful. The loss -(1/B) sum_n R_n sum_t m_t log pi is backpropagated to the logits and to the input "
-        "embeddings (a forward hook on tok_emb).")
-    result.tables["logit_gradient"] = [{"positions with a logit gradient": n_direct,
-                                        "policy tokens of successful episodes": n_success,
-                                        "outside the action mask": outside, "book": "70 = 70, 0 outside"}]
+        f"{config.seeds} base agents, {per_seed[0]['episodes']} episodes each ({config.per_task} per training task). "
+        "The loss -(1/B) sum_n R_n sum_t m_t log pi is backpropagated to the logits and to the input embeddings (a "
+        "forward hook on tok_emb). That only the policy tokens of successful episodes get a logit gradient is a unit "
+        "test (tests/test_agent_experiments.py); the claims compare the embedding-gradient profile with the book's.")
+    result.tables["logit_gradient"] = per_seed
     result.tables["embedding_gradient"] = rows
-    result.metrics.update({"logit_gradient_positions": n_direct, "success_policy_tokens": n_success,
-                           "outside_mask": outside, **{f"embedding_grad_{r['positions']}": r["mean_embedding_grad"]
-                                                       for r in rows}})
-    result.check("positions with a logit gradient = policy tokens of successful episodes", n_direct,
-                 bool(torch.equal(direct, success_policy)), f"= {n_success}, position by position",
-                 "exact: integer counts, the same positions")
-    result.check("positions with a logit gradient outside the action mask", outside, outside == 0, "0", "exact")
-    by = {r["positions"]: r["mean_embedding_grad"] for r in rows}
-    result.check("tool positions get a non-zero embedding gradient (through attention)", by["tool"], by["tool"] > 0,
-                 "> 0", "exact zero would mean no path through attention")
-    result.check("tool positions get less embedding gradient than policy positions", by["tool"] / by["policy"],
-                 by["tool"] < by["policy"], "< 1 (book: 0.21)", "ratio of means over hundreds of positions")
+    for ratio in ("tool / policy", "prompt / policy"):
+        values = [r[ratio] for r in per_seed]
+        result.metrics.update({f"median {ratio}": float(np.median(values)), f"lowest {ratio}": min(values),
+                               f"highest {ratio}": max(values)})
+    # prompt / policy is not compared: the book's prompt is about 6 words, BugFixEnv's 63 tokens, and a longer
+    # prompt spreads the same attention over more positions (ours: about a tenth of the book's 1.26)
+    check_one_more(result, "mean embedding gradient, tool / policy: the book's 0.213 as one more base agent",
+                   [r["tool / policy"] for r in per_seed], BOOK["tool"] / BOOK["policy"], log=True)

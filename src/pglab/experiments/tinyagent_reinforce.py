@@ -18,17 +18,28 @@ import numpy as np
 from pglab.envs.bugfix import make_tasks
 from pglab.plots import new_figure
 from pglab.result import Result
+from pglab.stats import check_one_more
 
-LOSS_SCALE = 0.05
-"""agents-ch6 §6.7: the loss "stays within a few hundredths of zero" while the reward climbs by tenths."""
-BOOK = {"base_train": 0.144, "trained_train": 0.775, "base_heldout": 0.125, "trained_heldout": 0.456}
-"""agents-ch6 §6.7: pass rates before and after 80 steps (one seed, 16 episodes per task)."""
+BOOK = {"base_train_pass": 0.144, "trained_train_pass": 0.775, "base_heldout_pass": 0.125,
+        "trained_heldout_pass": 0.456, "base_train_valid": 0.973, "base_heldout_valid": 0.981,
+        "base_train_submit": 0.750, "base_heldout_submit": 0.800}
+"""agents-ch6 §6.7: the base and trained agents on both splits (one seed, 16 episodes per task)."""
+BOOK_LOSS = (0.0067, 0.0325, 0.0194, -0.0815, -0.0045, 0.0173, 0.0092, -0.0123)
+BOOK_REWARD = (0.156, 0.328, 0.469, 0.531, 0.719, 0.781, 0.828, 0.844)
+"""agents-ch6 §6.7: the loss and the batch reward printed at steps 0, 10, ..., 70 of the book's run."""
+PRINTED = (0, 10, 20, 30, 40, 50, 60, 70)
+
+
+def loss_per_reward(losses: list[float], rewards: list[float]) -> float:
+    """Net change of the loss over that of the reward, the last two printed steps against the first two."""
+    return (np.mean(losses[-2:]) - np.mean(losses[:2])) / (np.mean(rewards[-2:]) - np.mean(rewards[:2]))
 
 
 @dataclass
 class Config:
-    seeds: int = 3
-    """Independent runs (base agent, training and measurement each from its seed)."""
+    seeds: int = 5
+    """Independent runs (base agent, training and measurement each from its seed). The book ran one; its numbers
+    are compared as one more of ours, so the prediction interval needs a few."""
     first_seed: int = 0
     """Seeds used: first_seed, ..., first_seed + seeds - 1."""
     steps: int = 80
@@ -44,14 +55,25 @@ class Config:
     change_window: int = 10
     """Steps averaged at each end of the run for the net changes of the loss and the reward."""
 
-    MIN_SEEDS: ClassVar[int] = 1
-    QUICK: ClassVar[dict] = {"seeds": 1, "steps": 6, "batch_size": 16, "eval_every": 3, "eval_per_task": 1,
+    MIN_SEEDS: ClassVar[int] = 3
+    QUICK: ClassVar[dict] = {"seeds": 3, "steps": 6, "batch_size": 16, "eval_every": 3, "eval_per_task": 1,
                              "stats_per_task": 2, "change_window": 2}
 
 
 def net_change(values: list[float], window: int) -> float:
     """Mean of the last ``window`` values minus the mean of the first ``window``."""
     return float(np.mean(values[-window:]) - np.mean(values[:window]))
+
+
+def printed_step_stats(history: list[dict]) -> dict[str, float]:
+    """The loss at the book's printed steps: its rms, its share of positive values, its change per reward change."""
+    at = {r["step"]: r for r in history}
+    if not all(step in at for step in PRINTED):
+        return {}
+    losses, rewards = [at[s]["loss"] for s in PRINTED], [at[s]["reward"] for s in PRINTED]
+    return {"loss_rms_printed_steps": float(np.sqrt(np.mean(np.square(losses)))),
+            "positive_loss_printed_steps": float(np.mean(np.greater(losses, 0))),
+            "loss_per_reward_change": float(loss_per_reward(losses, rewards))}
 
 
 def correlation_with_step(values: list[float]) -> float:
@@ -95,6 +117,10 @@ def run(config: Config, result: Result) -> None:
                          "base_train_submit": stats["base_train"]["submit_rate"],
                          "base_heldout_valid": stats["base_heldout"]["valid_calls"],
                          "base_heldout_submit": stats["base_heldout"]["submit_rate"],
+                         "trained_train_valid": stats["trained_train"]["valid_calls"],
+                         "trained_heldout_valid": stats["trained_heldout"]["valid_calls"],
+                         **{f"first_edit_right_{row['split']}": row["first_edit_right"] for row in table},
+                         **printed_step_stats(history),
                          "loss_vs_step": correlation_with_step([r["loss"] for r in history]),
                          "reward_vs_step": correlation_with_step([r["reward"] for r in history]),
                          "loss_change": net_change([r["loss"] for r in history], config.change_window),
@@ -122,40 +148,44 @@ def run(config: Config, result: Result) -> None:
     n_train, n_held = config.stats_per_task * 20, config.stats_per_task * 10
     for key in per_seed[0]:
         if key != "seed":
-            result.metrics[f"median_{key}"] = median(key)
+            values = [s[key] for s in per_seed]
+            result.metrics.update({f"median_{key}": median(key), f"lowest_{key}": min(values),
+                                   f"highest_{key}": max(values)})
     result.summary = (
         f"{len(seeds)} seeds x {config.steps} REINFORCE steps of {config.batch_size} episodes. Pass rates measured "
         f"with {config.stats_per_task} episodes per task ({n_train} train, {n_held} held-out episodes); claims use "
         "the median over seeds. Book (one seed): train 0.144 -> 0.775, held-out 0.125 -> 0.456.")
     for split, n in (("train", n_train), ("heldout", n_held)):
-        result.check_range(f"base agent valid calls ({split})", median(f"base_{split}_valid"), low=0.95,
-                           tolerance=f"acceptance; {spread(f'base_{split}_valid')}")
-        result.check_range(f"base agent submit rate ({split})", median(f"base_{split}_submit"), 0.6, 0.95,
-                           tolerance=f"acceptance; {spread(f'base_{split}_submit')}")
+        for quantity in ("valid", "submit"):
+            key = f"base_{split}_{quantity}"
+            check_one_more(result, f"base agent {quantity} {'calls' if quantity == 'valid' else 'rate'} ({split}): "
+                                   f"the book's {BOOK[key]} as one more seed", [s[key] for s in per_seed], BOOK[key])
         p = median(f"base_{split}_pass")
         se = math.sqrt(max(p * (1 - p), 1e-4) / n)
         result.check_range(f"base agent pass rate ({split}) between scripted random and blind", p,
                            levels[split]["random"] - 2 * se, levels[split]["blind"] + 2 * se,
                            tolerance=f"exact scripted levels +- 2 binomial se of {n} episodes (se = {se:.3f}); "
                                      f"{spread(f'base_{split}_pass')}")
-    gain_train = [s["trained_train_pass"] - s["base_train_pass"] for s in per_seed]
-    gain_held = [s["trained_heldout_pass"] - s["base_heldout_pass"] for s in per_seed]
-    result.metrics.update({"median_gain_train": float(np.median(gain_train)),
-                           "median_gain_heldout": float(np.median(gain_held))})
-    result.check_range("trained pass rate (train)", median("trained_train_pass"), low=0.6,
-                       tolerance=f"acceptance (book 0.775); {spread('trained_train_pass')}")
-    result.check_range("trained minus base pass rate (train)", float(np.median(gain_train)), low=0.4,
-                       tolerance=f"acceptance (book +0.63); seeds range {min(gain_train):.3f}-{max(gain_train):.3f}")
-    result.check_range("trained minus base pass rate (held-out)", float(np.median(gain_held)), low=0.15,
-                       tolerance=f"acceptance (book +0.33); seeds range {min(gain_held):.3f}-{max(gain_held):.3f}")
+    gain = {split: [s[f"trained_{split}_pass"] - s[f"base_{split}_pass"] for s in per_seed]
+            for split in ("train", "heldout")}
+    result.metrics.update({f"{kind}_gain_{split}": fn(gain[split]) for split in gain
+                           for kind, fn in (("median", lambda v: float(np.median(v))), ("lowest", min),
+                                            ("highest", max))})
+    check_one_more(result, f"trained pass rate (train): the book's {BOOK['trained_train_pass']} as one more seed",
+                   [s["trained_train_pass"] for s in per_seed], BOOK["trained_train_pass"])
+    for split in ("train", "heldout"):
+        book = BOOK[f"trained_{split}_pass"] - BOOK[f"base_{split}_pass"]
+        check_one_more(result, f"trained minus base pass rate ({split}): the book's {book:+.3f} as one more seed",
+                       gain[split], book)
     steps_se = 1 / math.sqrt(config.steps)
     result.check_range("the batch reward rises: correlation of reward with step", median("reward_vs_step"),
                        low=3 * steps_se, tolerance=f"3 se of a zero correlation over {config.steps} steps "
                                                    f"(se = 1/sqrt(steps) = {steps_se:.3f}); {spread('reward_vs_step')}")
-    result.check_close(f"the loss does not follow the reward: its net change (last {config.change_window} steps "
-                       f"minus first {config.change_window})", median("loss_change"), 0.0, LOSS_SCALE,
-                       f"the book: the loss stays within a few hundredths of zero while the reward climbs; "
-                       f"reward's net change {median('reward_change'):+.2f}; {spread('loss_change')}")
-    result.check_range("the loss takes both signs: share of steps with a positive loss",
-                       median("positive_loss_share"), 0.1, 0.9,
-                       tolerance=f"the surrogate's sign is no guide to progress; {spread('positive_loss_share')}")
+    # The loss's size and sign are not compared with the book's: ours is about twice its rms and negative at most
+    # steps, because failures carry larger summed log-probabilities than successes (docs/agent.md); what the book
+    # teaches, that the loss does not track the reward, is.
+    if "loss_per_reward_change" in per_seed[0]:
+        book = float(loss_per_reward(list(BOOK_LOSS), list(BOOK_REWARD)))
+        check_one_more(result, f"the loss does not follow the reward: its net change per unit of the reward's (steps "
+                               f"60-70 against 0-10): the book's {book:+.3f} as one more seed",
+                       [s["loss_per_reward_change"] for s in per_seed], book)

@@ -1,4 +1,4 @@
-"""TinyAgent: a small decoder-only transformer (nanoGPT style) with a key-value cache for rollouts.
+"""TinyAgent: a small decoder-only transformer (nanoGPT style) with a key-value cache for sampling episodes.
 
 The whole model is this file: pre-norm blocks of causal self-attention and an MLP, learned
 position embeddings, and a linear output ``head``. The head is not tied to the token embedding

@@ -38,7 +38,7 @@ def tool_tokens(tokenizer: Tokenizer, text: str, max_obs_tokens: int = MAX_OBS_T
 
 def encode_episode(tokenizer: Tokenizer, episode: Episode,
                    max_obs_tokens: int = MAX_OBS_TOKENS) -> tuple[list[int], list[int]]:
-    """A played (e.g. scripted) episode -> (ids, owner) in the rollout layout."""
+    """A played (e.g. scripted) episode -> (ids, owner) in the episode layout."""
     ids = prompt_tokens(tokenizer, episode.prompt)
     owner = [PROMPT] * len(ids)
     for k, (call, observation) in enumerate(zip(episode.calls, episode.observations)):
@@ -71,7 +71,8 @@ def collate(sequences: Sequence[tuple[list[int], list[int]]], rewards: Sequence[
                       info=info or [])
 
 
-def _sample(logits: torch.Tensor, generator: torch.Generator, temperature: float) -> tuple[list[int], list[float]]:
+def sample_tokens(logits: torch.Tensor, generator: torch.Generator,
+                  temperature: float = 1.0) -> tuple[list[int], list[float]]:
     """One token per row of logits [n, V] at ``temperature`` -> (tokens, their log-probabilities)."""
     logp = F.log_softmax(logits.float() / temperature, dim=-1)
     tokens = torch.multinomial(logp.exp(), 1, generator=generator)[:, 0]
@@ -115,7 +116,7 @@ def collect_episodes(policy: TokenPolicy | torch.nn.Module, envs: Sequence[BugFi
         calls: dict[int, list[int]] = {e: [] for e in alive}
         writing, logits = list(alive), last
         for k in range(max_call_tokens):
-            tokens, token_logps = _sample(logits, generator, temperature)
+            tokens, token_logps = sample_tokens(logits, generator, temperature)
             for e, t, lp in zip(writing, tokens, token_logps):
                 calls[e].append(t)
                 sequences[e].append(t)
@@ -181,5 +182,5 @@ def render_episode(info: dict[str, Any], reward: float) -> str:
 
 __all__ = [
     "MAX_CALL_TOKENS", "MAX_OBS_TOKENS", "call_name", "collate", "collect_episodes", "encode_episode", "episode_stats",
-    "prompt_tokens", "render_episode", "tool_tokens",
+    "prompt_tokens", "render_episode", "sample_tokens", "tool_tokens",
 ]

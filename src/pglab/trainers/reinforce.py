@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from pglab.batch import TokenBatch
+from pglab.distributed import world
 from pglab.envs.bugfix import BugFixEnv, Task, exact_pass_rate, make_tasks
 from pglab.estimators import EMABaseline
 from pglab.estimators.advantages import uses_groups
@@ -34,6 +35,7 @@ from pglab.sampling.episodes import (
     episode_stats,
     render_episode,
 )
+from pglab.sampling.scoring import CHUNK_TOKENS, sequence_log_probs
 from pglab.threads import single_torch_thread
 from pglab.trainers.cloning import make_base_agent
 from pglab.trainers.run_dir import EVAL, TASKS, RunDir, step_generator
@@ -57,12 +59,18 @@ def draw_tasks(tasks: Sequence[Task], batch_size: int, group_size: int, generato
     return [tasks[i] for i in index for _ in range(group_size)]
 
 
-def train_reinforce(
-    model: TinyAgent | TokenPolicy,
-    tokenizer: Tokenizer,
-    train_tasks: Sequence[Task],
-    heldout_tasks: Sequence[Task],
+Collect = Callable[[TokenPolicy, list, torch.Generator], TokenBatch]
+"""(policy, one task key per episode, generator) -> the episodes, in the keys' order (TRL's rollout function)."""
+
+
+def train_episodes(
+    policy: TokenPolicy,
+    collect: Collect,
+    train_keys: Sequence[Any],
+    heldout_keys: Sequence[Any],
     *,
+    stats: Callable[[TokenBatch], dict[str, float]],
+    headline: str = "pass_rate",
     steps: int = 80,
     batch_size: int = 64,
     lr: float = 2e-3,
@@ -73,41 +81,47 @@ def train_reinforce(
     group_size: int = 8,
     mode: str = "token_mean",
     norm_const: float | None = None,
+    reference: TokenPolicy | None = None,
+    beta: float = 0.0,
+    kl_in: str = "reward",
     eval_every: int = 10,
     eval_per_task: int = 8,
     seed: int = 0,
-    max_call_tokens: int = MAX_CALL_TOKENS,
-    max_obs_tokens: int = MAX_OBS_TOKENS,
     out: str | Path | None = None,
     checkpoint_every: int = 10,
     resume: bool = False,
     stop_at: int | None = None,
     progress: bool = True,
+    settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Train ``model`` in place by REINFORCE -> dict(history (one row per step), evals, seconds, resumed_from).
+    """Train ``policy`` in place on episodes from ``collect`` -> dict(history, evals, seconds, resumed_from).
 
-    ``advantage``: ``reinforce`` (reward - EMA baseline, decay ``ema_decay``, started at
-    ``baseline_init``; one episode per drawn task), ``rloo``, ``grpo`` or ``dr_grpo``
-    (``group_size`` episodes per drawn task). The held-out pass rate is measured with
-    ``eval_per_task`` episodes per held-out task before every ``eval_every``-th step and after
-    the last. With ``out``, each step appends one JSON line to ``out/train.jsonl`` and a
+    Each step draws ``batch_size // group_size`` keys of ``train_keys`` (each repeated
+    ``group_size`` times; one episode per key for ``advantage="reinforce"``), collects their
+    episodes and takes one ``pg_update``; ``reference`` and ``beta`` add the KL penalty of
+    :func:`pg_update`. ``stats`` turns a batch into the logged numbers; ``headline`` is the one the
+    progress bar shows for the held-out episodes (``eval_per_task`` per held-out key, before every
+    ``eval_every``-th step and after the last). Under torchrun each rank collects whole groups of
+    its share of the keys, and scores them in one pass (DDP syncs the gradients of one forward).
+    With ``out``, each step appends one JSON line to ``out/train.jsonl`` and a
     checkpoint is written every ``checkpoint_every`` steps and at the end; ``resume`` continues
-    from ``out/checkpoint.pt``. ``stop_at`` ends the run early after that step (checkpointed), as
-    an interruption would.
+    from it; ``stop_at`` ends the run early after that step (checkpointed), as an interruption would.
+    ``settings`` are more values a resumed run must share (the model, the environment).
     """
     group = group_size if uses_groups(advantage) else 1
-    if group < 1 or batch_size % group:
-        raise ValueError(f"batch_size {batch_size} must be a multiple of group_size {group}")
-    policy = as_policy(model)
+    rank, size = world()
+    if group < 1 or batch_size % (group * size):
+        raise ValueError(f"batch_size {batch_size} must be a multiple of group_size {group} x {size} processes")
+    if beta > 0 and reference is None:
+        raise ValueError("beta > 0 needs the reference policy; pass reference=")
     settings = {"steps": steps, "batch_size": batch_size, "lr": lr, "advantage": advantage, "group_size": group,
-                "mode": mode, "seed": seed, "ema_decay": ema_decay, "baseline_init": baseline_init}
-    decode_options = {"max_call_tokens": max_call_tokens, "max_obs_tokens": max_obs_tokens}
+                "mode": mode, "seed": seed, "ema_decay": ema_decay, "baseline_init": baseline_init, "beta": beta,
+                "kl_in": kl_in, **(settings or {})}
     optimizer = torch.optim.Adam(policy.module.parameters(), lr=lr)
     baseline = EMABaseline(baseline_init, ema_decay)
-    envs = [BugFixEnv(list(train_tasks)) for _ in range(batch_size)]
     history: list[dict[str, Any]] = []
     evals: list[dict[str, Any]] = []
-    run_dir = RunDir(out)
+    run_dir = RunDir(out, writer=rank == 0)
     start = 0
     if resume:
         state = run_dir.load_checkpoint(settings)
@@ -116,12 +130,13 @@ def train_reinforce(
         baseline.value, baseline.count = state["baseline"]["value"], state["baseline"]["count"]
         start, history, evals = state["step"], state["history"], state["evals"]
     run_dir.write_lines(LOG, history)
+    local = batch_size // size
 
     def evaluate(step: int) -> float:
-        batch = sample_episodes(policy, tokenizer, heldout_tasks, eval_per_task, step_generator(seed, step, EVAL),
-                                **decode_options)
-        evals.append({"step": step, **episode_stats(batch)})
-        return evals[-1]["pass_rate"]
+        batch = collect(policy, [k for k in heldout_keys for _ in range(eval_per_task)],
+                        step_generator(seed, step, EVAL))
+        evals.append({"step": step, **stats(batch)})
+        return evals[-1][headline]
 
     def checkpoint(step: int) -> None:
         run_dir.save_checkpoint({"settings": settings, "step": step, "model": policy.module.state_dict(),
@@ -130,24 +145,27 @@ def train_reinforce(
                                  "history": history, "evals": evals})
 
     began = time.perf_counter()
-    with ProgressBar("REINFORCE", steps, completed=start, show=progress) as bar, single_torch_thread():
+    with ProgressBar("REINFORCE", steps, completed=start, show=progress and rank == 0) as bar, \
+            single_torch_thread():
         for step in range(start, steps):
-            heldout = evaluate(step) if step % eval_every == 0 else None
+            held = evaluate(step) if step % eval_every == 0 else None
             tick = time.perf_counter()
-            tasks = draw_tasks(train_tasks, batch_size, group, step_generator(seed, step, TASKS))
-            batch = collect_episodes(policy, envs, tokenizer, step_generator(seed, step, 1), tasks=tasks,
-                                     **decode_options)
+            keys = draw_tasks(train_keys, batch_size, group, step_generator(seed, step, TASKS))
+            batch = collect(policy, keys[rank * local:(rank + 1) * local], step_generator(seed, step, 1 + rank))
+            if beta > 0:
+                with torch.no_grad():
+                    batch.ref_logp = sequence_log_probs(reference, batch) * batch.action_mask
             update = pg_update(policy, optimizer, batch, advantage=advantage, group_size=group,
-                               baseline=baseline.value, mode=mode, norm_const=norm_const,
-                               max_grad_norm=max_grad_norm)
-            row = {"step": step, **episode_stats(batch), "baseline": baseline.value, "loss": update["loss"],
-                   "grad_norm": update["grad_norm"], "skipped": update["skipped"], "heldout_pass": heldout,
+                               baseline=baseline.value, beta=beta, kl_in=kl_in, mode=mode, norm_const=norm_const,
+                               max_grad_norm=max_grad_norm, chunk_tokens=CHUNK_TOKENS if size == 1 else 0)
+            row = {"step": step, **stats(batch), "baseline": baseline.value, "loss": update["loss"],
+                   "grad_norm": update["grad_norm"], "skipped": update["skipped"], f"heldout_{headline}": held,
                    "seconds": time.perf_counter() - tick}
-            baseline.update(batch.rewards.mean())
+            baseline.update(update["reward"])
             history.append(row)
             run_dir.append_line(LOG, row)
-            held = "-" if not evals else f"{evals[-1]['pass_rate']:.2f}"
-            bar.advance(status=f"reward {row['reward']:.2f} | held-out pass {held} | grad norm "
+            shown = "-" if not evals else f"{evals[-1][headline]:.2f}"
+            bar.advance(status=f"reward {update['reward']:.2f} | held-out {headline} {shown} | grad norm "
                                f"{row['grad_norm']:.3f}")
             done = step + 1
             if stop_at is not None and done >= stop_at:
@@ -160,6 +178,24 @@ def train_reinforce(
                 evaluate(steps)
             checkpoint(steps)
     return {"history": history, "evals": evals, "seconds": time.perf_counter() - began, "resumed_from": start}
+
+
+def train_reinforce(model: TinyAgent | TokenPolicy, tokenizer: Tokenizer, train_tasks: Sequence[Task],
+                    heldout_tasks: Sequence[Task], *, max_call_tokens: int = MAX_CALL_TOKENS,
+                    max_obs_tokens: int = MAX_OBS_TOKENS, **options: Any) -> dict[str, Any]:
+    """TinyAgent (or any policy over the word tokenizer) by REINFORCE in BugFixEnv (agents-ch6 §6.7).
+
+    ``options`` are :func:`train_episodes`' (steps, batch_size, lr, advantage, ...): the tasks are
+    the keys, and each batch of episodes plays in lockstep, one fresh environment per episode.
+    """
+    decode = {"max_call_tokens": max_call_tokens, "max_obs_tokens": max_obs_tokens}
+
+    def collect(policy: TokenPolicy, tasks: list, generator: torch.Generator) -> TokenBatch:
+        return collect_episodes(policy, [BugFixEnv(tasks) for _ in tasks], tokenizer, generator, tasks=tasks,
+                                **decode)
+
+    return train_episodes(as_policy(model), collect, list(train_tasks), list(heldout_tasks), stats=episode_stats,
+                          **options)
 
 
 def behaviour(batch: TokenBatch, tasks: Sequence[Task], top: int = 3) -> dict[str, Any]:
@@ -261,5 +297,6 @@ def behaviour_rows(trained: dict[str, Any]) -> tuple[list[dict], list[dict]]:
     return table, top
 
 
-__all__ = ["LOG", "SPLITS", "before_after_rows", "behaviour", "behaviour_rows", "draw_tasks", "every", "learning_curve",
-           "sample_episodes", "sample_transcripts", "scripted_levels", "train_from_base", "train_reinforce"]
+__all__ = ["LOG", "SPLITS", "Collect", "before_after_rows", "behaviour", "behaviour_rows", "draw_tasks", "every",
+           "learning_curve", "sample_episodes", "sample_transcripts", "scripted_levels", "train_episodes",
+           "train_from_base", "train_reinforce"]

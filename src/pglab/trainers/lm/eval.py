@@ -76,7 +76,7 @@ def score_replies(policy: torch.nn.Module, ref: torch.nn.Module, tokenizer: Any,
 
 
 def reply_metrics(r: ScoredReplies, reward: Any) -> dict:
-    """Means (and standard errors) over the replies of a scored rollout."""
+    """Means (and standard errors) over the replies of a ScoredReplies."""
     n = len(r.texts)
     tokens = r.mask.sum().double()
     k1 = (r.logp - r.ref_logp).sum(-1)

@@ -1,4 +1,4 @@
-"""Lockstep rollouts: the KV-cache path against recomputing every prefix, the token layout, log-probs, stats."""
+"""The episode collector: the KV-cache path against recomputing every prefix, the token layout, log-probs, stats."""
 
 import pytest
 import torch
@@ -19,7 +19,7 @@ def play(cloned_agent, tok, n, seed, use_cache=True, max_call_tokens=6):
                             torch.Generator().manual_seed(seed), tasks=picked, max_call_tokens=max_call_tokens)
 
 
-def test_kv_cache_rollout_equals_recomputing_every_prefix(cloned_agent, tok):
+def test_kv_cache_episodes_equal_recomputing_every_prefix(cloned_agent, tok):
     fast, slow = play(cloned_agent, tok, 12, seed=3), play(cloned_agent, tok, 12, seed=3, use_cache=False)
     assert torch.equal(fast.ids, slow.ids) and torch.equal(fast.owner, slow.owner)
     assert torch.allclose(fast.logp_old, slow.logp_old, atol=1e-5)
@@ -48,7 +48,7 @@ def test_layout_matches_the_env_transcript(cloned_agent, tok):
         assert render_episode(info, float(batch.rewards[b])).startswith("reward")
 
 
-def test_scripted_episode_encoding_matches_a_rollout_layout(tok):
+def test_scripted_episode_encoding_matches_the_collected_layout(tok):
     env = BugFixEnv(make_tasks("train"))
     episode = scripted_rollout(scripted_policy("oracle"), env, "clamp")
     ids, owner = encode_episode(tok, episode)

@@ -1,0 +1,121 @@
+"""Regenerate docs/numbers.json from experiment runs, then every number README.md and docs/*.md quote from it.
+
+A measured number in the docs is followed by a marker naming its key, experiment:metric (a metric of
+that experiment's result.json)::
+
+    the median ratio is 0.903<!-- n tinyagent-baselines:median mean reward / none -->
+
+The marker is invisible once rendered. The number is written with the digits the text wants (and a
+``%`` after it for a share shown in percent, a ``+`` for a signed change); rewriting keeps them.
+
+    python scripts/docs_numbers.py --runs runs --run   # run what is missing, write the file, rewrite the docs
+    python scripts/docs_numbers.py --check             # exit 1 if a quoted number is not the file's
+
+``make docs-numbers`` runs the first form. tests/test_docs_numbers.py checks every marker in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NUMBERS = ROOT / "docs" / "numbers.json"
+EXPERIMENTS = ("tinyagent-reinforce", "tinyagent-masking", "tinyagent-baselines", "tinyagent-reward-to-go",
+               "aggregation", "design-problems", "lm-kl", "lm-beta-optimum", "bandit-lab")
+"""The experiments the docs quote, run at full size with their default seeds."""
+MARK = re.compile(r"(?P<number>[-+]?\d[\d,]*(?:\.\d+)?)(?P<percent>%?)<!-- n (?P<key>[^>]+?) -->")
+
+
+def documents(root: Path = ROOT) -> list[Path]:
+    """README.md and every docs/*.md: the files whose quoted numbers come from docs/numbers.json."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def cpu_name() -> str:
+    """The CPU model (float results, and so the trained agents, differ between CPUs)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def collect(runs: Path, run_missing: bool) -> dict[str, float]:
+    """experiment:metric -> value for every numeric metric of every experiment's runs/NAME/result.json."""
+    numbers = {}
+    for name in EXPERIMENTS:
+        path = runs / name / "result.json"
+        if not path.exists():
+            if not run_missing:
+                raise SystemExit(f"{path} is missing: run `pglab reproduce {name} --out {path.parent}` or pass --run")
+            from pglab.experiments import run_experiment
+            from pglab.report import write_report
+
+            write_report(run_experiment(name), path.parent)
+        result = json.loads(path.read_text())
+        numbers.update({f"{name}:{k}": float(v) for k, v in result["metrics"].items()
+                        if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    return numbers
+
+
+def render(value: float, shown: str, percent: bool) -> str:
+    """``value`` written like ``shown``: the same decimals, thousands separators, a leading ``+``, percent (x 100)."""
+    digits = len(shown.split(".")[1]) if "." in shown else 0
+    spec = ("+" if shown.startswith("+") else "") + ("," if "," in shown else "") + f".{digits}f"
+    return format(100 * value if percent else value, spec)
+
+
+def rewrite(text: str, numbers: dict[str, float]) -> tuple[str, list[str]]:
+    """(text with every marked number taken from ``numbers``, the keys it marks that ``numbers`` lacks)."""
+    missing = []
+
+    def one(match: re.Match) -> str:
+        key = match["key"].strip()
+        if key not in numbers:
+            missing.append(key)
+            return match[0]
+        return f"{render(numbers[key], match['number'], bool(match['percent']))}{match['percent']}<!-- n {key} -->"
+
+    return MARK.sub(one, text), missing
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=Path, default=ROOT / "runs", help="folder of NAME/result.json (default runs)")
+    parser.add_argument("--run", action="store_true", help="run the experiments that have no result.json yet")
+    parser.add_argument("--check", action="store_true", help="only check the docs against docs/numbers.json")
+    args = parser.parse_args(argv)
+    if args.check:
+        numbers = json.loads(NUMBERS.read_text())["numbers"]
+    else:
+        numbers = collect(args.runs, args.run)
+        NUMBERS.write_text(json.dumps({"provenance": {
+            "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": cpu_name(),
+            "platform": platform.platform(), "experiments": list(EXPERIMENTS),
+            "note": "float results differ between CPUs, and so do cloned and trained agents: the docs quote medians "
+                    "and ranges over seeds"}, "numbers": numbers}, indent=1, sort_keys=True) + "\n")
+    stale = []
+    for path in documents():
+        text = path.read_text()
+        new, missing = rewrite(text, numbers)
+        stale += [f"{path.name}: no number {key!r} in docs/numbers.json" for key in missing]
+        if new != text:
+            if args.check:
+                stale.append(f"{path.name}: quoted numbers differ from docs/numbers.json")
+            else:
+                path.write_text(new)
+    for line in stale:
+        print(line, file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

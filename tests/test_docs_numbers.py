@@ -1,0 +1,47 @@
+"""Every number README.md and docs/*.md quote with a marker is the one docs/numbers.json holds.
+
+docs/numbers.json is regenerated from experiment runs by ``make docs-numbers`` (scripts/docs_numbers.py);
+a quoted number is written ``0.903<!-- n experiment:metric -->``.
+"""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("docs_numbers", ROOT / "scripts" / "docs_numbers.py")
+docs_numbers = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(docs_numbers)
+NUMBERS = json.loads((ROOT / "docs" / "numbers.json").read_text())["numbers"]
+
+
+@pytest.mark.parametrize("path", docs_numbers.documents(ROOT), ids=lambda p: p.name)
+def test_quoted_numbers_are_the_results_files(path):
+    text = path.read_text()
+    new, missing = docs_numbers.rewrite(text, NUMBERS)
+    assert not missing, f"{path.name} quotes keys docs/numbers.json lacks: {missing}"
+    wrong = [(old[0], fresh[0]) for old, fresh in zip(docs_numbers.MARK.finditer(text), docs_numbers.MARK.finditer(new))
+             if old[0] != fresh[0]]
+    assert not wrong, f"{path.name}: quoted -> in docs/numbers.json: {wrong}; run `make docs-numbers`"
+
+
+def test_the_measured_pages_quote_through_markers():
+    """The pages whose measured numbers the results file holds do mark them (a page with none would pass vacuously)."""
+    for name in ("README.md", "docs/agent.md"):
+        assert len(docs_numbers.MARK.findall((ROOT / name).read_text())) >= 5, name
+
+
+def test_every_key_names_an_experiment_of_the_file():
+    assert {key.split(":")[0] for key in NUMBERS} <= set(docs_numbers.EXPERIMENTS)
+
+
+def test_render_keeps_the_digits_the_text_shows():
+    numbers = {"x:a": 0.90334, "x:b": 0.4312, "x:c": -0.0512, "x:d": 166912.0}
+    text = ("r 0.9<!-- n x:a --> / 0.903<!-- n x:a -->, cut 43%<!-- n x:b -->, change +0.01<!-- n x:c -->, "
+            "1,000<!-- n x:d --> parameters, 1.0<!-- n x:e -->")
+    new, missing = docs_numbers.rewrite(text, numbers)
+    assert new == ("r 0.9<!-- n x:a --> / 0.903<!-- n x:a -->, cut 43%<!-- n x:b -->, change -0.05<!-- n x:c -->, "
+                   "166,912<!-- n x:d --> parameters, 1.0<!-- n x:e -->")
+    assert missing == ["x:e"]
