@@ -371,7 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--prompts", type=integer, default=2, help="prompts in a batch, one group each (2)")
     audit.add_argument("--seed", type=integer, default=0, help="RNG seed of the policy, the rewards and sampling (0)")
     audit.add_argument("--monte-carlo", action="store_true", help="draw batches even where enumeration fits")
-    audit.add_argument("--samples", type=integer, default=20_000, help="batches drawn in Monte Carlo mode (20000)")
+    audit.add_argument("--max-batches", type=integer, default=20_000, help="enumerate up to this many batches, "
+                       "else draw --samples (20000)")
+    audit.add_argument("--samples", type=integer, default=5_000, help="batches drawn in Monte Carlo mode (5000)")
     audit.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     audit.set_defaults(func=cmd_audit)
 

@@ -27,6 +27,7 @@ import torch
 
 from pglab.envs.enumerable import OBJECTIVES, EnumerablePolicy
 from pglab.progress import Counter
+from pglab.threads import single_torch_thread
 
 SIGNATURE = ("loss_fn(logp, ref_logp, rewards, mask, group) -> scalar tensor differentiable in logp "
              "(logp, ref_logp, mask [B, T]; rewards [B]; group [B] long)")
@@ -287,6 +288,11 @@ def audit_loss(loss_fn: Callable, policy: EnumerablePolicy, *, beta: float, grou
     if samples < 2 or max_batches < 1:
         raise ValueError(f"pass samples >= 2 (Monte Carlo draws, for a standard error) and max_batches >= 1; "
                          f"got samples={samples}, max_batches={max_batches}")
+    with single_torch_thread():       # tiny tensors: threads only add contention on shared cores
+        return _audit(loss_fn, policy, beta, group_size, max_batches, samples, seed, monte_carlo)
+
+
+def _audit(loss_fn, policy, beta, group_size, max_batches, samples, seed, monte_carlo) -> AuditReport:
     generator = torch.Generator().manual_seed(seed)
     batches = Batches(loss_fn, policy, group_size)
     params = policy.parameters()

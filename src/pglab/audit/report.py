@@ -39,7 +39,9 @@ class AuditConfig:
     """RNG seed of the weights, the rewards and the structure checks (and of Monte Carlo draws)."""
     monte_carlo: bool = False
     """Draw batches even where enumeration fits."""
-    samples: int = 20_000
+    max_batches: int = 20_000
+    """Enumerate when the batches to list number at most this (a loss evaluation each), else draw ``samples``."""
+    samples: int = 5_000
     """Batches drawn in Monte Carlo mode."""
 
 
@@ -79,14 +81,16 @@ def run_audit(config: AuditConfig) -> AuditReport:
         raise ValueError("name a loss: --preset NAME (see --list) or --loss module:function")
     if config.policy not in ("table", "gpt2"):
         raise ValueError(f"--policy must be table or gpt2, got {config.policy!r}")
-    for name, low in (("group_size", 1), ("prompts", 1), ("length", 1), ("seed", 0), ("samples", 2)):
+    for name, low in (("group_size", 1), ("prompts", 1), ("length", 1), ("seed", 0), ("samples", 2),
+                      ("max_batches", 1)):
         if getattr(config, name) < low:
             raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(config, name)}")
     if not (math.isfinite(config.beta) and config.beta >= 0):
         raise ValueError(f"--beta must be a finite number >= 0, got {config.beta}")
     loss_fn = get_preset(config.preset, config.beta) if config.preset else load_loss(config.loss)
     return audit_loss(loss_fn, make_policy(config), beta=config.beta, group_size=config.group_size,
-                      seed=config.seed, samples=config.samples, monte_carlo=config.monte_carlo)
+                      seed=config.seed, max_batches=config.max_batches, samples=config.samples,
+                      monte_carlo=config.monte_carlo)
 
 
 def summary_rows(report: AuditReport) -> list[dict]:
@@ -99,7 +103,8 @@ def summary_rows(report: AuditReport) -> list[dict]:
         ("scale", report.scale, "c minimising |E[g] - c grad(-J)|" + (f" (se {se['scale']:.2g})" if se else "")),
         ("scaled bias", report.scaled_bias, "|E[g] - c grad(-J)| / |c grad J|"),
         ("total variance", report.total_variance, "E|g - E[g]|^2 of one batch"),
-        ("follows", report.follows or "none found", "objective whose gradient E[g] is, up to a positive scale"),
+        ("follows", (report.follows or "none found") + ("" if report.exact else " (within the noise)"),
+         "objective whose gradient E[g] is, up to a positive scale"),
         ("mode", "exact" if report.exact else "monte carlo", f"{report.batches:,} batches ({report.structure})"),
     ]
     if report.prompt_weights is not None:

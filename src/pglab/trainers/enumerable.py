@@ -14,6 +14,7 @@ import torch
 
 from pglab.envs.enumerable import EnumerablePolicy
 from pglab.progress import track
+from pglab.threads import single_torch_thread
 from pglab.trainers.step import policy_gradient_step
 
 
@@ -35,15 +36,17 @@ def train_sampled(policy: EnumerablePolicy, loss_fn: Callable, *, steps: int, gr
     x = torch.arange(p)[:, None].expand(p, group_size)
     group = torch.arange(p).repeat_interleave(group_size)
     curve = [(0, measure(policy))]
-    for step in track(range(steps), "training the enumerable policy", total=steps) if progress else range(steps):
-        idx = policy.sample(group_size, generator)
-        logp, ref = policy.token_logp()
-        loss = loss_fn(logp[x, idx].reshape(-1, length), ref[x, idx].reshape(-1, length),
-                       policy.rewards[x, idx].reshape(-1), policy.mask[idx.reshape(-1)], group)
-        policy_gradient_step(policy.net, optimizer, loss, max_grad_norm=None)
-        schedule.step()
-        if (step + 1) % every == 0 or step + 1 == steps:
-            curve.append((step + 1, measure(policy)))
+    steps_shown = track(range(steps), "training the enumerable policy", total=steps) if progress else range(steps)
+    with single_torch_thread():
+        for step in steps_shown:
+            idx = policy.sample(group_size, generator)
+            logp, ref = policy.token_logp()
+            loss = loss_fn(logp[x, idx].reshape(-1, length), ref[x, idx].reshape(-1, length),
+                           policy.rewards[x, idx].reshape(-1), policy.mask[idx.reshape(-1)], group)
+            policy_gradient_step(policy.net, optimizer, loss, max_grad_norm=None)
+            schedule.step()
+            if (step + 1) % every == 0 or step + 1 == steps:
+                curve.append((step + 1, measure(policy)))
     return curve
 
 
@@ -51,8 +54,9 @@ def ascend_objective(policy: EnumerablePolicy, kind: str, beta: float, *, steps:
     """A copy of ``policy`` moved by ``steps`` Adam steps along the exact gradient of objective ``kind``."""
     policy = policy.copy()
     optimizer, schedule = _adam(policy, lr, steps)
-    for _ in range(steps):
-        policy_gradient_step(policy.net, optimizer, -policy.objective(kind, beta), max_grad_norm=None,
-                             skip_zero_grad=False)
-        schedule.step()
+    with single_torch_thread():
+        for _ in range(steps):
+            policy_gradient_step(policy.net, optimizer, -policy.objective(kind, beta), max_grad_norm=None,
+                                 skip_zero_grad=False)
+            schedule.step()
     return policy
