@@ -376,7 +376,8 @@ def test_attack_is_contained(layer, name, sandboxes, listener):
     later = BugFixEnv([fix], grader=Grader(sandbox, cache=False), allow_write=True)
     assert play(later, fix, [f"<call> write {fix.fixed} </call>", "<call> submit </call>"])[0] == 1.0
     assert play(later, fix, ["<call> submit </call>"])[0] == 0.0
-    assert set(descendants()) - before <= worker_trees(sandbox)
+    idle = set().union(*(worker_trees(box) for box in sandboxes.values()))  # a pre-forked P may fork I late
+    assert set(descendants()) - before <= idle
     assert all(not w.base or os.listdir(w.base) == [] for w in filter(None, sandbox._workers))
 
 
@@ -464,7 +465,7 @@ def test_same_name_with_other_tests_and_changed_limits_are_other_cache_entries(b
     two = Task("f", "init", "t", one.source, "", "Issue: f", (), (Case((), 2),))
     grader = Grader(box)
     assert [grader.grade(t, one.source).hidden_pass for t in (one, two, one)] == [True, False, True]
-    slow = "import time\ndef f():\n    time.sleep(0.8)\n    return 1\n"
+    slow = "import time\ndef f():\n    while time.process_time() < 0.8:\n        pass\n    return 1\n"  # CPU time
     patient = Grader(box, limits=Limits(timeout=2.0, cpu=1, memory=256 * 2**20))
     patient.cache = grader.cache  # one shared cache: only the key tells the limits apart
     assert grader.grade(one, slow).result.outcome == "timeout" and patient.grade(one, slow).hidden_pass
