@@ -583,6 +583,7 @@ def _private_mounts(limits, hide):
     for path in hide:
         if os.path.isdir(path):
             _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=555")
+    _read_only_elsewhere(("/tmp", "/dev/shm", "/proc"))
     pages = max(1, limits["files"] // resource.getpagesize())
     for name, value in (("shmall", pages), ("shmmax", limits["files"]), ("shmmni", 16), ("msgmni", 16)):
         try:
@@ -591,6 +592,30 @@ def _private_mounts(limits, hide):
             pass
     os.mkdir("/tmp/program")
     return "/tmp/program"
+
+
+MS_REMOUNT, MS_BIND, MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 32, 4096, 1024, 2048, 1 << 21
+MOUNT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
+               "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
+
+
+def _read_only_elsewhere(writable):
+    """Remount every mount of this mount namespace read-only, except ``writable`` and what lies below them: the
+    program writes only to its own tmpfs (the host's files, and bwrap's root shared by a worker's programs, stay
+    as they are)."""
+    with open("/proc/self/mountinfo") as f:
+        mounts = [line.split()[4:6] for line in f]
+    for point, options in mounts:
+        point = point.encode().decode("unicode_escape")
+        if any(point == w or point.startswith(w + "/") for w in writable) or "ro" in options.split(","):
+            continue
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+        for option in options.split(","):
+            flags |= MOUNT_FLAGS.get(option, 0)
+        try:
+            _mount(None, point, None, flags, None)
+        except OSError:
+            pass
 
 
 def _confine(limits, config, folder):
@@ -644,8 +669,12 @@ def _program_process(cmd_fd, report_fd, out_fd, config, folder):
 
 
 def _namespace_parent(cmd_r, report_w, out_w, config, folder):
-    """Body of P: join the program's cgroups, unshare namespaces, fork I (pid 1 there) and wait for it."""
+    """Body of P: join the program's cgroups, unshare namespaces, fork I (pid 1 there) and wait for it. P dies with
+    the worker, and I with P, so that a worker killed by its caller takes its program with it."""
     try:
+        LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != config["worker"]:
+            os._exit(0)
         if config["group"] is not None:
             config["group"].join()
         if not config["namespaces"]:
@@ -755,11 +784,12 @@ class Program:
         cmd_r, self.cmd = os.pipe()
         self.report, report_w = os.pipe()
         self.out, out_w = os.pipe()
+        worker = os.getpid()
         self.pid = os.fork()
         if self.pid == 0:
             for fd in (self.cmd, self.report, self.out, *config["protocol_fds"]):
                 os.close(fd)
-            _namespace_parent(cmd_r, report_w, out_w, {**config, "group": self.group}, self.folder)
+            _namespace_parent(cmd_r, report_w, out_w, {**config, "group": self.group, "worker": worker}, self.folder)
         for fd in (cmd_r, report_w, out_w):
             os.close(fd)
 
