@@ -30,7 +30,9 @@ class Grade:
 
 
 def _job(task: Task, source: str) -> Job:
-    return Job(source, task.name, tuple((c.args, c.expected) for c in task.visible + task.hidden))
+    """Visible, hidden and generated cases in one program; the generated ones share test processes."""
+    fixed = task.visible + task.hidden
+    return Job(source, task.name, tuple((c.args, c.expected) for c in fixed + task.generated), len(fixed))
 
 
 def _report(task: Task, result: ProgramResult) -> str:
@@ -44,8 +46,9 @@ def _report(task: Task, result: ProgramResult) -> str:
 
 
 def _grade(task: Task, result: ProgramResult) -> Grade:
+    """Hidden pass: every hidden and every generated case passes."""
     hidden = result.tests[len(task.visible):]
-    passed = len(hidden) == len(task.hidden) > 0 and all(t.status == "pass" for t in hidden)
+    passed = len(hidden) == len(task.hidden) + len(task.generated) > 0 and all(t.status == "pass" for t in hidden)
     return Grade(result, _report(task, result), passed)
 
 

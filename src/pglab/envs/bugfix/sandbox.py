@@ -51,7 +51,6 @@ from pglab.envs.bugfix._worker import (
     landlock_abi,
     make_worker_group,
     remove_group,
-    result_bytes,
 )
 
 WORKER_SOURCE = Path(__file__).with_name("_worker.py").read_text()
@@ -175,8 +174,8 @@ def check_plain(value: Any, what: str) -> None:
     """ValueError unless ``value`` is plain data that survives the sandbox's encoding unchanged, nested at most
     MAX_DEPTH levels and at most RESULT_BYTES long as a result (so that a correct program can return it)."""
     try:
-        size = result_bytes(value)
-        back = decode(json.loads(json.dumps(encode(value))))
+        text = json.dumps(encode(value))
+        size, back = len(text), decode(json.loads(text))
     except (TypeError, ValueError, RecursionError) as err:
         raise ValueError(f"{what} must be plain data (None, bool, int, float, str, bytes, and lists, tuples, "
                          f"dicts and sets of them) nested at most {MAX_DEPTH} levels: {err}") from None
