@@ -75,7 +75,8 @@ def _changes(node: ast.AST) -> list[tuple[str, ast.AST | None]]:
             out.append((f"{name} -> {'max' if name == 'min' else 'min'}",
                         _call("max" if name == "min" else "min", *args)))
         if name == "round":
-            out += [("round -> int (truncation)", _call("int", args[0])), ("round without digits", _call("round", args[0]))]
+            out += [("round -> int (truncation)", _call("int", args[0])),
+                    ("round without digits", _call("round", args[0]))]
             if len(args) == 2:
                 scaled = ast.BinOp(args[0], ast.Mult(), ast.BinOp(ast.Constant(10), ast.Pow(), args[1]))
                 out.append(("round -> truncation at the same digits", ast.BinOp(
