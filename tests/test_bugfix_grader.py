@@ -159,3 +159,22 @@ def test_verdicts_do_not_depend_on_load():
     programs = int(os.environ.get("PGLAB_LOAD_PROGRAMS", "36"))
     outcomes = grade_in_parallel(programs)
     assert outcomes == ["pass"] * programs, {o: outcomes.count(o) for o in set(outcomes)}
+
+
+def test_the_warning_is_one_line_once_and_only_when_the_isolation_is_weaker(caplog, monkeypatch):
+    import pglab.envs.bugfix.sandbox as sandbox_module
+
+    monkeypatch.setattr(sandbox_module, "_WARNED", set())
+    with caplog.at_level("WARNING", logger="pglab.sandbox"):
+        Sandbox(workers=1)  # auto: the strongest layer here
+        auto_lines = [r.getMessage() for r in caplog.records]
+        weaker = LAYERS[1:]
+        for layer in weaker * 2:
+            Sandbox(workers=1, isolation=layer)
+    lines = [r.getMessage() for r in caplog.records]
+    lacking = [m for m in sandbox_module.describe(LAYERS[0])["not_applied"]]
+    assert len(auto_lines) == (1 if lacking else 0)
+    assert len(lines) == len(set(lines)) and all("\n" not in line for line in lines)
+    assert all(any(f"isolation={layer!r} is weaker" in line for line in lines) for layer in weaker)
+    env = BugFixEnv("train", grader=Grader(Sandbox(workers=1)))
+    assert env.reset(options={"task": "clamp"})[1]["isolation"] == LAYERS[0]

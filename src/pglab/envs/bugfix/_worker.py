@@ -334,7 +334,7 @@ def remove_group(dirs, deadline_s=5.0):
             except (OSError, ValueError):
                 if time.monotonic() > end:
                     return False
-                time.sleep(0.005)
+                time.sleep(0.001)
     return True
 
 
@@ -484,9 +484,10 @@ def _read_result(pid, fd, most):
 T_STATUSES = ("value", "error", "oom", "bad_result")
 
 
-def checked(tests, n, statuses=T_STATUSES):
+def checked(tests, n, statuses=T_STATUSES, small=False):
     """T's parsed report -> n well-formed ``[status, detail, payload]``: anything malformed, nested deeper than
-    MAX_DEPTH or larger than RESULT_BYTES is ``bad_result`` with the reason."""
+    MAX_DEPTH or larger than RESULT_BYTES is ``bad_result`` with the reason (``small``: the whole report is
+    shorter than RESULT_BYTES, so no payload can be longer)."""
     if type(tests) is not list or len(tests) != n:
         return [["bad_result", "malformed result", None]] * n
     out = []
@@ -496,7 +497,7 @@ def checked(tests, n, statuses=T_STATUSES):
             out.append(["bad_result", "malformed result", None])
         elif json_depth(test[2], 2 * MAX_DEPTH + 2) > 2 * MAX_DEPTH + 2:
             out.append(["bad_result", f"the result is nested deeper than {MAX_DEPTH} levels", None])
-        elif test[0] == "value" and len(json.dumps(test[2])) > RESULT_BYTES:
+        elif test[0] == "value" and not small and len(json.dumps(test[2])) > RESULT_BYTES:
             out.append(["bad_result", f"the result is larger than {RESULT_BYTES} bytes", None])
         else:
             out.append([test[0], test[1][:DETAIL_CHARS], test[2] if test[0] == "value" else None])
@@ -520,7 +521,7 @@ def _run_frame(code, func, frame):
     if len(data) > most:
         return [["bad_result", f"the results are larger than {RESULT_BYTES} bytes each", None]] * n
     try:
-        return checked(json.loads(data), n)
+        return checked(json.loads(data), n, small=len(data) <= RESULT_BYTES)
     except (ValueError, TypeError, RecursionError, MemoryError):
         return [["bad_result", "malformed result", None]] * n
 
@@ -874,8 +875,6 @@ class Program:
             pass
         for fd in (self.cmd, self.report, self.out):
             os.close(fd)
-        if self.group is not None:
-            self.group.remove()
         return found, bytes(captured), total, stop
 
 
@@ -884,7 +883,7 @@ def _report_line(line, n, answer_bytes):
     if answer_bytes > ANSWER_BYTES:
         return [["bad_result", f"the program's results are larger than {ANSWER_BYTES} bytes in total", None]] * n
     try:
-        return checked(json.loads(line)[1], n, (*T_STATUSES, "crash", "timeout"))
+        return checked(json.loads(line)[1], n, (*T_STATUSES, "crash", "timeout"), len(line) <= RESULT_BYTES)
     except (ValueError, TypeError, IndexError, RecursionError):
         return [["bad_result", "malformed result", None]] * n
 
@@ -941,10 +940,12 @@ def main():
     program = Program(config)
     while line := requests.readline():
         answer = run_program(program, json.loads(line), config)
-        program = Program(config)  # the next one, before the answer: its memory holds no id still in use
+        finished, program = program, Program(config)  # the next one, before the answer: it holds no id in use
         data = (json.dumps(answer) + "\n").encode()
         while data:
             data = data[os.write(answer_fd, data):]
+        if finished.group is not None:  # emptied by the kill; removed off the caller's critical path
+            finished.group.remove()
     os.kill(program.pid, signal.SIGKILL)
     _kill_tree(program.pid, program.group)
     if program.group is not None:

@@ -63,7 +63,7 @@ TEST_STATUSES = ("error", "oom", "bad_result", "crash", "timeout")
 REL_TOL = ABS_TOL = 1e-9
 SLACK = 2.0  # seconds the caller waits beyond a program's wall-clock backstop before it calls the worker stalled
 MAX_ANSWER = ANSWER_BYTES + (1 << 24)
-BATCH = 100
+BATCH = 400
 """Generated cases share one test process, this many at a time (each fixed case has its own)."""
 UNCACHED = ("infra_error", "timeout")
 """Outcomes that may depend on the machine's load: never cached."""
