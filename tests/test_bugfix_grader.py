@@ -178,3 +178,35 @@ def test_the_warning_is_one_line_once_and_only_when_the_isolation_is_weaker(capl
     assert all(any(f"isolation={layer!r} is weaker" in line for line in lines) for layer in weaker)
     env = BugFixEnv("train", grader=Grader(Sandbox(workers=1)))
     assert env.reset(options={"task": "clamp"})[1]["isolation"] == LAYERS[0]
+
+
+FALLBACK = {
+    "a CPU loop": ("def f():\n    while True:\n        pass\n", "timeout"),
+    "a fork bomb": ("import os\ndef f():\n    while True:\n        try:\n            os.fork()\n"
+                    "        except OSError:\n            pass\n", ("oom", "crash", "timeout")),
+    "memfd_create": ("import os\ndef f():\n    os.memfd_create('x')\n    return 1\n", "error"),
+    "20 MB beside the folder": ("def f():\n    open('../leak', 'wb').write(bytes(20 * 2**20))\n    return 1\n",
+                                ("crash", "error")),
+}
+
+
+@pytest.mark.parametrize("layer", [layer for layer in LAYERS if layer != "bwrap"])
+def test_without_namespaces_or_cgroups_the_sampled_limits_still_hold(layer, monkeypatch):
+    """An ordinary user's machine, simulated: no namespaces, no cgroups; the worker samples, refuses memfd_create,
+    measures and empties its base folder, and kills the process tree."""
+    import pglab.envs.bugfix.sandbox as sandbox_module
+    from test_bugfix_sandbox import descendants
+
+    monkeypatch.setattr(sandbox_module, "_probe", lambda layer: {"namespaces": False, "seccomp": True, "keyring": True})
+    monkeypatch.setattr(sandbox_module, "make_worker_group", lambda name: {})
+    box, before = Sandbox(workers=1, limits=LIMITS, isolation=layer), set(descendants())
+    for name, (source, outcome) in FALLBACK.items():
+        result = box.run(Job(source, "f", (((), 1),)))
+        assert result.outcome in ((outcome,) if isinstance(outcome, str) else outcome), (name, result)
+        base = box._workers[0].base
+        left = os.listdir(base)  # only the next program's folder, made in advance, empty
+        assert len(left) == 1 and left[0].startswith("program-") and not os.listdir(os.path.join(base, left[0]))
+    assert box.run(Job("def f():\n    return 1\n", "f", (((), 1),))).outcome == "pass"
+    worker = box._workers[0].proc.pid
+    assert set(descendants()) - before <= {worker, *descendants(worker)} and len(descendants(worker)) == 1
+    box.close()
