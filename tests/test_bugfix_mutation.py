@@ -2,9 +2,9 @@
 equivalent on an independent, larger set of inputs. The per-task mutation score in docs/bugfix.md is this test's
 output (``python tests/test_bugfix_mutation.py`` rewrites that table; the test checks that it is current).
 
-Mutants are single changes of the correct source: operator swaps (+ - * / // %), comparison flips, off-by-one
-constants and range bounds, rounding and truncation swaps (round, int, / and //), removed guards (an ``if`` whose
-body returns), min and max swapped, and/or swapped, a removed ``not`` or unary minus.
+Mutants are single changes of the correct source: operator swaps (+ - * / // %), comparison flips (is and in
+too), off-by-one constants and range bounds, rounding and truncation swaps (round, int, / and //), removed guards
+(an ``if`` whose body returns), min and max swapped, and/or swapped, a removed ``not`` or unary minus.
 """
 
 import ast
@@ -25,7 +25,8 @@ CHECK_INPUTS = 3000
 BINOPS = {ast.Add: [ast.Sub, ast.Mult], ast.Sub: [ast.Add], ast.Mult: [ast.Add, ast.Div], ast.Div: [ast.FloorDiv,
           ast.Mult], ast.FloorDiv: [ast.Div], ast.Mod: [ast.FloorDiv]}
 COMPARE = {ast.Lt: [ast.LtE, ast.Gt], ast.LtE: [ast.Lt, ast.GtE], ast.Gt: [ast.GtE, ast.Lt],
-           ast.GtE: [ast.Gt, ast.LtE], ast.Eq: [ast.NotEq], ast.NotEq: [ast.Eq]}
+           ast.GtE: [ast.Gt, ast.LtE], ast.Eq: [ast.NotEq], ast.NotEq: [ast.Eq], ast.Is: [ast.IsNot],
+           ast.IsNot: [ast.Is], ast.In: [ast.NotIn], ast.NotIn: [ast.In]}
 AUGOPS = {ast.Add: [ast.Sub, ast.Mult], ast.Mult: [ast.Add], ast.Sub: [ast.Add]}
 WRONG_REPAIRS = {
     "rounding a / p where the task floors": ("share", "def share(amount, people):\n    if people == 0:\n"
