@@ -8,13 +8,16 @@ filesystem or the network, so it faces those attacks. A layer that this machine 
 with the reason. Then regression tests for four grading bugs that needed no hostile code.
 """
 
+import ctypes
 import hashlib
 import math
 import os
+import platform
 import resource
 import secrets
 import signal
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -30,13 +33,20 @@ from test_bugfix_sandbox import descendants, worker_trees
 SECRET = "pglab-secret-" + secrets.token_hex(8)
 os.environ["PGLAB_ATTACK_TOKEN"] = SECRET  # before any worker starts: a leak would carry it
 LIMITS = Limits(timeout=0.5, cpu=1, memory=256 * 2**20, output=1024)
+LIBC = ctypes.CDLL(None, use_errno=True)
+ADD_KEY, KEYCTL = 248, 250  # x86_64 syscall numbers; the key tests skip elsewhere
+CALLER_KEY = LIBC.syscall(ADD_KEY, b"user", b"pglab-caller-key", SECRET.encode(), len(SECRET), -3) \
+    if platform.machine() == "x86_64" else -1  # in the caller's session keyring (-3)
 HIDDEN = {k: secrets.randbelow(10**12) for k in range(3)}  # f(k) must return HIDDEN[k]: no honest program can
 PACKAGE = Path(grader_module.__file__).parent
 SHADOW = Path("/etc/shadow").read_text()[:20] if os.access("/etc/shadow", os.R_OK) else ""
 TAG = secrets.token_hex(8)
 CANARIES = [Path.home() / f"pglab-attack-{TAG}", PACKAGE / f"attack_{TAG}.py", Path.cwd() / f"pglab-attack-{TAG}"]
 
-PRELUDE = f"""import gc, json, math, os, signal, socket, sys
+PRELUDE = f"""import ctypes, gc, json, math, os, signal, socket, sys
+LIBC = ctypes.CDLL(None, use_errno=True)
+CALLER_KEY = {CALLER_KEY}
+LEAK = "pglab-leak"
 CANARIES = {[str(c) for c in CANARIES]!r}
 CALLER = {os.getpid()}
 GRADER = {str(Path(grader_module.__file__))!r}
@@ -282,7 +292,88 @@ def f(k):
 """,
 }
 
-ATTACKS = {**VERDICT, **RESOURCES, **CALLER_HARM}
+SHARING = {
+    "files beside the program folder, in /tmp and in /dev/shm (75 MB)": """
+def f(k):
+    for folder in ("..", "../..", "/tmp", "/dev/shm", "/var/tmp", "."):
+        for n in range(8):
+            try:
+                with open(os.path.join(folder, f"{LEAK}-{n}"), "wb") as out:
+                    out.write(bytes(10 * 2**20))
+            except OSError:
+                pass
+    return -1
+""",
+    "SysV shared memory, message queues and semaphores": """
+def f(k):
+    shm = LIBC.shmget(0x5EED, 8 * 2**20, 0o1666)
+    addr = LIBC.shmat(shm, None, 0) if shm >= 0 else -1
+    LIBC.msgget(0x5EED, 0o1666)
+    LIBC.semget(0x5EED, 4, 0o1666)
+    return -1
+""",
+    "POSIX message queues": """
+def f(k):
+    LIBC.mq_open(b"/" + LEAK.encode(), os.O_CREAT | os.O_RDWR, 0o666, None)
+    return -1
+""",
+    "kernel keyrings: read the caller's key, leave keys in the user and session keyrings": """
+def f(k):
+    buf = ctypes.create_string_buffer(256)
+    got = LIBC.syscall(250, 11, CALLER_KEY, buf, 256)
+    for ring in (-4, -3, -5):
+        LIBC.syscall(248, b"user", LEAK.encode(), b"x", 1, ring)
+    return buf.value.decode(errors="replace") if got > 0 else -1
+""",
+    "40 memfd files of 15 MiB, written and never mapped": """
+def f(k):
+    held = []
+    for n in range(40):
+        fd = os.memfd_create(LEAK)
+        for _ in range(15):
+            os.write(fd, bytes(2**20))
+        held.append(fd)
+    return -1
+""",
+    "a branching fork population": """
+def f(k):
+    while True:
+        try:
+            os.fork()
+        except OSError:
+            pass
+""",
+}
+READER = PRELUDE + """
+def f(k):
+    found = []
+    for folder in ("..", "../..", "/tmp", "/dev/shm", "/var/tmp", "."):
+        try:
+            found += [f"{folder}/{n}" for n in os.listdir(folder) if n.startswith(LEAK)]
+        except OSError:
+            pass
+    found += [k for k, get in (("shm", LIBC.shmget(0x5EED, 0, 0)), ("msg", LIBC.msgget(0x5EED, 0)),
+                               ("sem", LIBC.semget(0x5EED, 0, 0))) if get >= 0]
+    if LIBC.mq_open(b"/" + LEAK.encode(), os.O_RDONLY, 0, None) >= 0:
+        found.append("mqueue")
+    return found
+"""
+
+
+def host_state() -> dict:
+    """What a program could leave on the host: SysV IPC objects, keys the caller can see, files in /tmp and
+    /dev/shm."""
+    state = {}
+    for kind in ("shm", "msg", "sem"):
+        state[kind] = Path(f"/proc/sysvipc/{kind}").read_text().count("\n")
+    state["keys"] = Path("/proc/keys").read_text().count("pglab-leak")
+    for folder in ("/tmp", "/dev/shm", "/var/tmp"):
+        state[folder] = sorted(n for n in os.listdir(folder) if n.startswith("pglab-leak")) if os.path.isdir(
+            folder) else []
+    return state
+
+
+ATTACKS = {**VERDICT, **RESOURCES, **SHARING, **CALLER_HARM}
 LAYERS = ("auto", "landlock", "process")
 CASES = [pytest.param(layer, name, id=f"{layer}: {name}") for layer in LAYERS
          for name in ATTACKS if layer != "process" or name not in CALLER_HARM]
@@ -302,6 +393,11 @@ def sandboxes():
     yield opened
     for box in opened.values():
         box.close()
+
+
+def box_counts_memfd(sandbox: Sandbox) -> bool:
+    """A cgroup counts the program's memory, memfd included (else memfd_create is refused)."""
+    return sandbox.describe()["guarantees"]["memory"].startswith("cgroup")
 
 
 def sandbox_for(layer: str, sandboxes: dict) -> Sandbox:
@@ -348,7 +444,7 @@ def test_attack_is_contained(layer, name, sandboxes, listener):
                 task.fixed, task.issue, task.visible, task.hidden)
     honest = Task(task.name, task.family, task.split, f"def {task.name}(*args):\n    return 0\n", "", task.issue,
                   task.visible, task.hidden)
-    signalled, texts = [], []
+    signalled, texts, host = [], [], host_state()
     previous = signal.signal(signal.SIGUSR1, lambda *a: signalled.append(1))
     grader_hash = hashlib.sha256(Path(grader_module.__file__).read_bytes()).hexdigest()
     before = set(descendants())
@@ -361,7 +457,7 @@ def test_attack_is_contained(layer, name, sandboxes, listener):
             assert info["outcome"] in OUTCOMES and info["outcome"] != "pass" and info["n_invalid"] == 0
             if name.startswith(("an object", "an int subclass", "a dict key")):
                 assert info["outcome"] == "bad_result"
-            if name.startswith("8 children"):
+            if name.startswith("8 children") or (name.startswith("40 memfd") and box_counts_memfd(sandbox)):
                 assert info["outcome"] == "oom"
         time.sleep(0.05)  # a signal or a connection would have arrived by now
     finally:
@@ -376,8 +472,52 @@ def test_attack_is_contained(layer, name, sandboxes, listener):
     later = BugFixEnv([fix], grader=Grader(sandbox, cache=False), allow_write=True)
     assert play(later, fix, [f"<call> write {fix.fixed} </call>", "<call> submit </call>"])[0] == 1.0
     assert play(later, fix, ["<call> submit </call>"])[0] == 0.0
-    assert set(descendants()) - before <= worker_trees(sandbox)
+    assert host_state() == host, "the program left something on the host"
+    leftovers = sandbox.run(Job(READER, "f", (((0,), []),)))
+    assert leftovers.outcome == "pass", leftovers.tests[0].detail
+    idle = set().union(*(worker_trees(box) for box in sandboxes.values()))  # a pre-forked P may fork I late
+    assert set(descendants()) - before <= idle
     assert all(not w.base or os.listdir(w.base) == [] for w in filter(None, sandbox._workers))
+
+
+POPULATION = """import os, time
+def f(k):
+    for _ in range(5):
+        try:
+            os.fork()
+        except OSError:
+            pass
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_a_fork_population_dies_with_a_worker_its_caller_discards(layer, sandboxes):
+    """The worker is stopped while its program's processes run; the caller gives up on it after the backstop and
+    kills it: every process of the program goes with it, and a correct fix scores 1 on a fresh worker."""
+    box = Sandbox(workers=1, limits=Limits(timeout=0.5, cpu=1, memory=256 * 2**20, wall=1.0),
+                  isolation=sandbox_for(layer, sandboxes).isolation)
+    box.run(Job("def f():\n    return 1\n", "f", (((), 1),)))
+    worker = box._workers[0].proc.pid
+    inner = next(p for p in [worker, *descendants(worker)] if Path(f"/proc/{p}/comm").read_text().strip() != "bwrap")
+    done = []
+    thread = threading.Thread(target=lambda: done.append(box.run(Job(POPULATION, "f", (((0,), 1),)))))
+    thread.start()
+    while len(descendants(inner)) < 20 and thread.is_alive():
+        time.sleep(0.01)
+    population = set(descendants(inner))
+    os.kill(inner, signal.SIGSTOP)
+    thread.join()
+    deadline = time.monotonic() + 10
+    while population & set(descendants(os.getpid()) + [int(p) for p in os.listdir("/proc") if p.isdigit()]):
+        alive = population & {int(p) for p in os.listdir("/proc") if p.isdigit()}
+        assert time.monotonic() < deadline, [Path(f"/proc/{p}/stat").read_text()[:60] for p in alive]
+        time.sleep(0.05)
+    assert box.infra_failures == 1 and len(population) >= 20  # then retried on a fresh worker
+    assert done[0].outcome == "timeout" and done[0].tests[0].detail == "wall-clock backstop"
+    fix = correct_task()
+    assert Grader(box).grade(fix, fix.fixed).hidden_pass
+    box.close()
 
 
 def test_the_process_layer_guards_the_verdict_not_the_filesystem(sandboxes):
@@ -464,7 +604,7 @@ def test_same_name_with_other_tests_and_changed_limits_are_other_cache_entries(b
     two = Task("f", "init", "t", one.source, "", "Issue: f", (), (Case((), 2),))
     grader = Grader(box)
     assert [grader.grade(t, one.source).hidden_pass for t in (one, two, one)] == [True, False, True]
-    slow = "import time\ndef f():\n    time.sleep(0.8)\n    return 1\n"
+    slow = "import time\ndef f():\n    while time.process_time() < 0.8:\n        pass\n    return 1\n"  # CPU time
     patient = Grader(box, limits=Limits(timeout=2.0, cpu=1, memory=256 * 2**20))
     patient.cache = grader.cache  # one shared cache: only the key tells the limits apart
     assert grader.grade(one, slow).result.outcome == "timeout" and patient.grade(one, slow).hidden_pass

@@ -1,8 +1,8 @@
 """Grade a task's candidate source: visible and hidden tests in one sandboxed run, with a cache that cannot lie.
 
 The cache key covers everything a grade depends on: the grader's version, the sandbox's isolation
-layer, the limits, the function name, every visible and hidden case, and the source. Infrastructure
-failures (``infra_error``) are never cached.
+layer, the limits, the function name, every visible and hidden case, and the source. Only verdicts
+that cannot depend on the machine's load are cached: never a timeout or an infrastructure failure.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from functools import cache
 
-from pglab.envs.bugfix.sandbox import Job, Limits, ProgramResult, Sandbox
+from pglab.envs.bugfix.sandbox import UNCACHED, Job, Limits, ProgramResult, Sandbox
 from pglab.envs.bugfix.tasks import Task
 
-VERSION = "2"
+VERSION = "3"
 """The grading semantics' version; part of every cache key."""
 
 
@@ -30,7 +30,9 @@ class Grade:
 
 
 def _job(task: Task, source: str) -> Job:
-    return Job(source, task.name, tuple((c.args, c.expected) for c in task.visible + task.hidden))
+    """Visible, hidden and generated cases in one program; the generated ones share test processes."""
+    fixed = task.visible + task.hidden
+    return Job(source, task.name, tuple((c.args, c.expected) for c in fixed + task.generated), len(fixed))
 
 
 def _report(task: Task, result: ProgramResult) -> str:
@@ -44,8 +46,9 @@ def _report(task: Task, result: ProgramResult) -> str:
 
 
 def _grade(task: Task, result: ProgramResult) -> Grade:
+    """Hidden pass: every hidden and every generated case passes."""
     hidden = result.tests[len(task.visible):]
-    passed = len(hidden) == len(task.hidden) > 0 and all(t.status == "pass" for t in hidden)
+    passed = len(hidden) == len(task.hidden) + len(task.generated) > 0 and all(t.status == "pass" for t in hidden)
     return Grade(result, _report(task, result), passed)
 
 
@@ -81,7 +84,7 @@ class Grader:
             self.runs += len(results)
             todo = {key: _grade(program[0], result) for (key, program), result in zip(todo.items(), results)}
             self.infra_errors += sum(g.result.outcome == "infra_error" for g in todo.values())
-            known.update((key, g) for key, g in todo.items() if g.result.outcome != "infra_error")
+            known.update((key, g) for key, g in todo.items() if g.result.outcome not in UNCACHED)
         return [todo[key] if key in todo else known[key] for key in keys]
 
 

@@ -22,6 +22,7 @@ tree; a worker that is not dumpable; and, when the caller is root, programs with
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import secrets
@@ -32,7 +33,6 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 import weakref
 from collections import deque
 from collections.abc import Sequence
@@ -41,7 +41,17 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pglab.envs.bugfix._worker import decode, encode, landlock_abi
+from pglab.envs.bugfix._worker import (
+    ANSWER_BYTES,
+    MAX_DEPTH,
+    RESULT_BYTES,
+    decode,
+    encode,
+    group_kinds,
+    landlock_abi,
+    make_worker_group,
+    remove_group,
+)
 
 WORKER_SOURCE = Path(__file__).with_name("_worker.py").read_text()
 LAYERS = ("bwrap", "landlock", "process")
@@ -51,18 +61,24 @@ SEVERITY = ("infra_error", "timeout", "crash", "oom", "error", "bad_result", "fa
 OUTCOMES = ("pass", *SEVERITY[::-1])
 TEST_STATUSES = ("error", "oom", "bad_result", "crash", "timeout")
 REL_TOL = ABS_TOL = 1e-9
-SLACK = 2.0  # seconds the caller waits beyond a program's deadline before it calls the worker stalled
-MAX_ANSWER = 1 << 26
+SLACK = 2.0  # seconds the caller waits beyond a program's wall-clock backstop before it calls the worker stalled
+MAX_ANSWER = ANSWER_BYTES + (1 << 24)
+BATCH = 400
+"""Generated cases share one test process, this many at a time (each fixed case has its own)."""
+UNCACHED = ("infra_error", "timeout")
+"""Outcomes that may depend on the machine's load: never cached."""
+CGROUP_MOUNT = "/run/pglab-cgroup"
 SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin")
 PACKAGE = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-program limits: wall clock (s, whole program), CPU (s per test process), memory (bytes: RLIMIT_AS of
-    each process, and the cap on the whole tree's resident memory), captured output (bytes), files (bytes: RLIMIT_FSIZE
-    of each file, and the cap on the program folder's total), open files (RLIMIT_NOFILE) and processes (the cap on the
-    tree; also RLIMIT_NPROC when not root). The caps on the tree and the folder are checked every 10 ms."""
+    """Per-program limits: CPU time (s, all the program's processes together), the wall-clock backstop (s; default
+    10 x timeout + 2), CPU per process (s, RLIMIT_CPU), memory (bytes: the cgroup's memory.max where there is one,
+    which counts memfd, shared memory and tmpfs; also RLIMIT_AS of each process), captured output (bytes), files
+    (bytes: the size of the program's tmpfs, and RLIMIT_FSIZE), open files (RLIMIT_NOFILE) and processes (the
+    cgroup's pids.max; also RLIMIT_NPROC when not root). Without cgroups they are sampled every 10 ms."""
 
     timeout: float = 1.0
     cpu: int = 2
@@ -71,11 +87,14 @@ class Limits:
     files: int = 16 * 2**20
     open_files: int = 64
     processes: int = 32
+    wall: float | None = None
 
     def __post_init__(self):
         minimum = {"timeout": 0.001, "cpu": 1, "memory": 64 * 2**20, "output": 0, "files": 0, "open_files": 16,
                    "processes": 4}
-        for name, low in minimum.items():
+        if self.wall is None and isinstance(self.timeout, (int, float)) and not isinstance(self.timeout, bool):
+            object.__setattr__(self, "wall", 10.0 * self.timeout + 2.0)
+        for name, low in {**minimum, "wall": self.timeout}.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value < math.inf:
                 raise ValueError(f"Limits.{name} must be a finite number >= {low}, got {value!r}")
@@ -102,15 +121,26 @@ class ProgramResult:
     output_bytes: int = 0
     seconds: float = 0.0
     isolation: str = ""
+    cpu_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
 class Job:
-    """A program to run: its source, the function to call, and the cases as (args, expected) pairs."""
+    """A program to run: its source, the function to call, and the cases as (args, expected) pairs. Cases from index
+    ``batch_from`` on (generated ones) share test processes, BATCH at a time; each case before it has its own."""
 
     source: str
     func: str
     cases: tuple[tuple[tuple, object], ...]
+    batch_from: int | None = None
+
+    def frames(self) -> list[str]:
+        """The cases' arguments as the worker's frames: JSON lists of encoded argument tuples."""
+        split = len(self.cases) if self.batch_from is None else self.batch_from
+        groups = [[args] for args, _ in self.cases[:split]]
+        rest = [args for args, _ in self.cases[split:]]
+        groups += [rest[k:k + BATCH] for k in range(0, len(rest), BATCH)]
+        return [json.dumps([encode(args) for args in group]) for group in groups]
 
 
 def _canon(value: Any) -> Any:
@@ -141,18 +171,26 @@ def same(got: Any, expected: Any) -> bool:
 
 
 def check_plain(value: Any, what: str) -> None:
-    """ValueError unless ``value`` is plain data that survives the sandbox's encoding unchanged."""
+    """ValueError unless ``value`` is plain data that survives the sandbox's encoding unchanged, nested at most
+    MAX_DEPTH levels and at most RESULT_BYTES long as a result (so that a correct program can return it)."""
     try:
-        back = decode(json.loads(json.dumps(encode(value))))
+        text = json.dumps(encode(value))
+        size, back = len(text), decode(json.loads(text))
     except (TypeError, ValueError, RecursionError) as err:
         raise ValueError(f"{what} must be plain data (None, bool, int, float, str, bytes, and lists, tuples, "
-                         f"dicts and sets of them): {err}") from None
+                         f"dicts and sets of them) nested at most {MAX_DEPTH} levels: {err}") from None
+    if size > RESULT_BYTES:
+        raise ValueError(f"{what} takes {size} bytes as a result; the sandbox's answer limit is {RESULT_BYTES} "
+                         "bytes: use a smaller value")
     if not same(back, value):
         raise ValueError(f"{what} does not round-trip as plain data; use distinct, exactly typed values")
 
 
 def _short(value: Any) -> str:
-    text = ascii(value)
+    try:
+        text = ascii(value)
+    except ValueError:  # an int too long for str(): Python's limit on digits
+        text = f"an int of {value.bit_length()} bits"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -165,9 +203,10 @@ def _judge(case: tuple[tuple, object], test: list) -> TestResult:
         raise ValueError(f"unknown test status {status!r}")
     try:
         got = decode(payload)
-    except (ValueError, RecursionError):
+        agrees = same(got, case[1])
+    except (ValueError, TypeError, RecursionError, MemoryError, OverflowError):
         return TestResult("bad_result", "the result is not plain data")
-    return TestResult("pass") if same(got, case[1]) else TestResult("fail", f"got {_short(got)}")
+    return TestResult("pass") if agrees else TestResult("fail", f"got {_short(got)}")
 
 
 def _worst(tests: Sequence[TestResult]) -> str:
@@ -186,7 +225,7 @@ def _read_paths() -> tuple[str, ...]:
     return (*SYSTEM_READ, os.path.realpath(sys.base_prefix), os.path.dirname(_python()))
 
 
-def _bwrap_argv(bwrap: str, config: str, source: str = WORKER_SOURCE) -> list[str]:
+def _bwrap_argv(bwrap: str, config: str, source: str = WORKER_SOURCE, binds: dict[str, str] | None = None) -> list[str]:
     # As root no user namespace, which would leave uid 0 its capabilities inside; programs drop them instead.
     unshare = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     argv = [bwrap, *(unshare if os.geteuid() == 0 else ["--unshare-all"]), "--die-with-parent", "--new-session",
@@ -196,8 +235,10 @@ def _bwrap_argv(bwrap: str, config: str, source: str = WORKER_SOURCE) -> list[st
             argv += ["--setenv", name, os.environ[name]]
     for path in dict.fromkeys(_read_paths()):
         argv += ["--ro-bind-try", path, path]
-    return [*argv, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp",
-            _python(), "-I", "-S", "-c", source, config]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for kind, path in (binds or {}).items():
+        argv += ["--bind", path, f"{CGROUP_MOUNT}/{kind}"]
+    return [*argv, "--chdir", "/tmp", _python(), "-I", "-S", "-c", source, config]
 
 
 @cache
@@ -218,6 +259,31 @@ def layer_problem(layer: str) -> str | None:
     return None
 
 
+@cache
+def _probe(layer: str) -> dict[str, bool]:
+    """What the worker may do for its programs in ``layer``: namespaces, the seccomp filter, a fresh keyring."""
+    config = json.dumps({"probe": True})
+    argv = [_python(), "-I", "-S", "-c", WORKER_SOURCE, config]
+    if layer == "bwrap":
+        argv = _bwrap_argv(shutil.which("bwrap"), config)
+    try:
+        out = subprocess.run(argv, env={}, capture_output=True, timeout=30).stdout
+        found = json.loads(out)
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        found = {}
+    return {key: found.get(key) is True for key in ("namespaces", "seccomp", "keyring")}
+
+
+@cache
+def _cgroup_kinds() -> dict[str, str | None]:
+    """What cgroups count and kill for programs on this machine (a probe group, made and removed)."""
+    dirs = make_worker_group(f"pglab-{os.getpid()}-probe")
+    try:
+        return group_kinds(dirs)
+    finally:
+        remove_group(dirs)
+
+
 def resolve_isolation(isolation: str) -> str:
     """The layer ``isolation`` names; ``auto`` is the strongest that works here. ValueError if unavailable."""
     if isolation not in ISOLATIONS:
@@ -230,59 +296,121 @@ def resolve_isolation(isolation: str) -> str:
     return isolation
 
 
+INHERENT = {"process": ["filesystem confinement", "network confinement"]}
+"""What a layer never applies, by design: not a reason to warn."""
+
+
 def describe(layer: str) -> dict[str, Any]:
-    """What ``layer`` applies on this machine: the layer, the kernel's Landlock ABI, and what it leaves out."""
-    abi = landlock_abi()
-    missing = {"process": ["filesystem confinement", "network confinement"]}.get(layer, [])
+    """What ``layer`` applies on this machine: the layer, the kernel's Landlock ABI, which mechanism provides each
+    guarantee (``guarantees``), and what it leaves out (``not_applied``)."""
+    abi, probe, kinds = landlock_abi(), _probe(layer), _cgroup_kinds()
+    missing = list(INHERENT.get(layer, []))
     if layer == "landlock":
         missing += ["TCP (Landlock ABI < 4)"] * (abi < 4) + ["signal scoping (Landlock ABI < 6)"] * (abi < 6)
-    if layer == "process":
+    if layer == "process" and not probe["namespaces"]:
         missing.append("signals to the caller's own processes (same uid)")
+    if not probe["namespaces"]:
+        missing.append("PID, mount and IPC namespaces per program (needs root): processes are killed by tree, "
+                       "the base folder is measured and emptied, IPC objects may outlive a program")
+    if not kinds["memory"]:
+        missing.append("a cgroup memory cap (memory is sampled every 10 ms; memfd_create is refused)")
+    if not kinds["pids"]:
+        missing.append("a cgroup process cap (processes are sampled every 10 ms)")
+    if not probe["seccomp"]:
+        missing.append("the seccomp filter on kernel keyrings")
     if layer != "process" and any(PACKAGE.is_relative_to(p) for p in _read_paths()):
         missing.append(f"hiding the package source ({PACKAGE} is inside a readable system folder)")
-    return {"isolation": layer, "landlock_abi": abi, "root": os.geteuid() == 0, "not_applied": missing}
+    namespaces = probe["namespaces"]
+    guarantees = {
+        "cpu time": kinds["cpu"] or "sampled from /proc every 10 ms",
+        "memory": kinds["memory"] or "sampled resident memory, memfd_create refused",
+        "processes": kinds["pids"] or "sampled process tree",
+        "kill": kinds["kill"] or ("PID namespace" if namespaces else "process tree, every 10 ms"),
+        "files": "size-capped tmpfs per program" if namespaces else "sampled folder size, base folder emptied",
+        "ipc": "IPC namespace per program" if namespaces else ("bwrap's IPC namespace" if layer == "bwrap" else None),
+        "keyrings": "seccomp filter and a fresh session keyring" if probe["seccomp"] else (
+            "a fresh session keyring" if probe["keyring"] else None),
+        "filesystem": {"bwrap": "bwrap mount namespace", "landlock": "Landlock"}.get(layer),
+        "network": {"bwrap": "bwrap network namespace", "landlock": "Landlock (TCP)" if abi >= 4 else None}.get(layer),
+    }
+    return {"isolation": layer, "landlock_abi": abi, "root": os.geteuid() == 0, "guarantees": guarantees,
+            "not_applied": missing}
+
+
+_WARNED: set[str] = set()
+LOG = logging.getLogger("pglab.sandbox")
+
+
+def _warn_once(message: str) -> None:
+    """One line on stderr, once per process and message."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        LOG.warning(message)
+
+
+def _warn_if_weaker(requested: str, layer: str) -> None:
+    """Warn when the isolation in effect is weaker than requested, or than ``auto`` would give here."""
+    best = resolve_isolation("auto")
+    if LAYERS.index(layer) > LAYERS.index(best):
+        _warn_once(f"pglab sandbox: isolation={layer!r} is weaker than {best!r}, which this machine offers "
+                   f"(pass isolation='auto')")
+    lacking = [m for m in describe(layer)["not_applied"] if m not in INHERENT.get(layer, [])]
+    if lacking:
+        _warn_once(f"pglab sandbox: isolation={requested!r} runs {layer!r} without " + "; ".join(lacking))
 
 
 @cache
-def _warn_if_root() -> None:
-    """Once per process: running as root weakens the process layer."""
-    if os.geteuid() == 0:
-        warnings.warn("pglab sandbox running as root: candidate programs keep uid 0 without capabilities, so "
-                      "without landlock or bwrap they can signal root's processes and write root's files; "
-                      "run as an ordinary user", RuntimeWarning, stacklevel=3)
+def _hidden_mounts() -> tuple[str, ...]:
+    """The cgroup file systems, hidden from programs under the process and landlock layers."""
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            head, _, tail = line.partition(" - ")
+            if tail.split()[:1] in (["cgroup"], ["cgroup2"]):
+                point = head.split()[4]
+                top = "/sys/fs/cgroup" if point.startswith("/sys/fs/cgroup") else point
+                points.append(top)
+    return tuple(dict.fromkeys(points))
 
 
 @dataclass(eq=False)
 class _Worker:
-    """One worker process, its private folder (process and landlock layers) and the unread bytes of its answers."""
+    """One worker process, its private folder (process and landlock layers), its cgroups and unread answer bytes."""
 
     proc: subprocess.Popen
     base: str | None
+    groups: dict[str, str] = field(default_factory=dict)
     buffer: bytearray = field(default_factory=bytearray)
 
     @classmethod
     def start(cls, layer: str) -> _Worker:
+        probe = _probe(layer)
+        groups = make_worker_group(f"pglab-{os.getpid()}-{secrets.token_hex(4)}")
         base = None if layer == "bwrap" else tempfile.mkdtemp(prefix="pglab-sandbox-")
+        inside = {kind: f"{CGROUP_MOUNT}/{kind}" for kind in groups} if layer == "bwrap" else groups
         config = json.dumps({"base": base or "/tmp", "read": list(_read_paths()),
-                             "landlock": landlock_abi() if layer == "landlock" else 0})
+                             "landlock": landlock_abi() if layer == "landlock" else 0, "groups": inside,
+                             "namespaces": probe["namespaces"], "seccomp": probe["seccomp"],
+                             "hide": [CGROUP_MOUNT] if layer == "bwrap" else list(_hidden_mounts())})
         env = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
         argv = [_python(), "-I", "-S", "-c", WORKER_SOURCE, config]
         if layer == "bwrap":
-            argv, env = _bwrap_argv(shutil.which("bwrap"), config), {}
+            argv, env = _bwrap_argv(shutil.which("bwrap"), config, binds=groups), {}
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                     env=env, bufsize=0)
         except BaseException:
             if base:
                 shutil.rmtree(base, ignore_errors=True)
+            remove_group(groups)
             raise
-        return cls(proc, base)
+        return cls(proc, base, groups)
 
     def send(self, job: Job, limits: Limits) -> str:
         """Write one request; its random id."""
         request_id = secrets.token_hex(16)
         request = {"id": request_id, "source": job.source, "func": job.func, "limits": asdict(limits),
-                   "args": [json.dumps(encode(args)) for args, _ in job.cases]}
+                   "frames": job.frames()}
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         return request_id
 
@@ -291,7 +419,7 @@ class _Worker:
 
     def read_answer(self) -> dict | None:
         """Consume available bytes; the answer once a whole line has arrived, else None. EOFError if the worker
-        exited, ValueError if the line is not a JSON object or is too long."""
+        exited, ValueError if the line is not a JSON object, is nested too deep or is too long."""
         chunk = os.read(self.fileno(), 1 << 16)
         if not chunk:
             raise EOFError("the worker exited")
@@ -302,7 +430,10 @@ class _Worker:
             return None
         line, _, rest = bytes(self.buffer).partition(b"\n")
         self.buffer = bytearray(rest)
-        answer = json.loads(line)
+        try:
+            answer = json.loads(line)
+        except (ValueError, RecursionError, MemoryError) as err:
+            raise ValueError(f"the answer is not JSON: {type(err).__name__}") from None
         if type(answer) is not dict:
             raise ValueError("the answer is not a JSON object")
         return answer
@@ -314,6 +445,7 @@ class _Worker:
         self.proc.wait()
         if self.base:
             shutil.rmtree(self.base, ignore_errors=True)
+        remove_group(self.groups)
 
 
 def _stop_all(workers: list[_Worker | None], owner: int) -> None:
@@ -322,6 +454,18 @@ def _stop_all(workers: list[_Worker | None], owner: int) -> None:
             if worker is not None:
                 worker.stop()
         workers.clear()
+
+
+_SANDBOXES: weakref.WeakSet = weakref.WeakSet()
+
+
+def _reset_locks_in_child() -> None:
+    """After a fork: the child's sandboxes get fresh locks (another thread of the parent may have held one)."""
+    for box in list(_SANDBOXES):
+        box._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_locks_in_child)
 
 
 class Sandbox:
@@ -333,16 +477,17 @@ class Sandbox:
         if limits is not None and not isinstance(limits, Limits):
             raise ValueError(f"limits must be a Limits, got {type(limits).__name__}")
         self.isolation = resolve_isolation(isolation)
-        _warn_if_root()
+        _warn_if_weaker(isolation, self.isolation)
         self.size, self.limits = workers, limits or Limits()
         self.infra_failures = 0
         self._workers: list[_Worker | None] = []
         self._owner = os.getpid()
         self._lock = threading.Lock()
         self._finalizer = weakref.finalize(self, _stop_all, self._workers, self._owner)
+        _SANDBOXES.add(self)
 
     def describe(self) -> dict[str, Any]:
-        """The layer in use, the kernel's Landlock ABI, and what this layer does not apply here."""
+        """The layer in use, the kernel's Landlock ABI, what provides each guarantee and what is not applied here."""
         return describe(self.isolation)
 
     def run(self, job: Job, limits: Limits | None = None) -> ProgramResult:
@@ -388,7 +533,7 @@ class Sandbox:
                         index, job = pending.popleft()
                         try:
                             worker = self._worker(slot)
-                            busy[slot] = (index, worker.send(job, limits), time.monotonic() + limits.timeout + SLACK)
+                            busy[slot] = (index, worker.send(job, limits), time.monotonic() + limits.wall + SLACK)
                             selector.register(worker.fileno(), selectors.EVENT_READ, slot)
                         except OSError as err:
                             results[index] = self._discard(slot, f"the worker did not start or accept work: {err}")
@@ -403,8 +548,8 @@ class Sandbox:
                         if answer.get("id") != request_id:
                             raise ValueError("the answer does not echo the request id")
                         results[index] = self._result(jobs[index], answer)
-                    except (EOFError, ValueError, KeyError, TypeError) as err:
-                        results[index] = self._discard(slot, f"the worker failed: {err}")
+                    except Exception as err:  # noqa: BLE001 - whatever the answer, a verdict or a new worker
+                        results[index] = self._discard(slot, f"the worker failed: {type(err).__name__}: {err}"[:300])
                     selector.unregister(key.fd)
                     del busy[slot]
                 for slot, (index, _, deadline) in list(busy.items()):
@@ -421,11 +566,11 @@ class Sandbox:
         return results
 
     def _result(self, job: Job, answer: dict) -> ProgramResult:
-        if len(answer["tests"]) != len(job.cases):
+        if type(answer["tests"]) is not list or len(answer["tests"]) != len(job.cases):
             raise ValueError("the answer has the wrong number of tests")
         tests = tuple(_judge(case, test) for case, test in zip(job.cases, answer["tests"]))
         return ProgramResult(_worst(tests), tests, str(answer["output"]), int(answer["output_bytes"]),
-                             float(answer["seconds"]), self.isolation)
+                             float(answer["seconds"]), self.isolation, float(answer["cpu_seconds"]))
 
     def _worker(self, slot: int) -> _Worker:
         while len(self._workers) <= slot:

@@ -3,14 +3,21 @@
 A task is authored as its correct source plus one textual bug (old -> new, applied exactly once);
 the right op for the family turns the buggy source back into the correct one, character for
 character. Held-out tasks use function names and identifiers that no training task uses.
+
+Besides its fixed hidden cases, each task has a few hundred generated cases (``Task.generated``): inputs
+drawn from the argument kinds of :data:`INPUTS`, boundary values first, with the expected value computed
+from the task's correct source when the task is built (the reference solution; trusted code of this module).
+Inputs on which the reference raises are left out. They are hidden tests too, graded in the same sandbox call.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import itertools
 import json
 import keyword
+import random
 import re
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -54,6 +61,7 @@ class Task:
     issue: str
     visible: tuple[Case, ...]
     hidden: tuple[Case, ...]
+    generated: tuple[Case, ...] = ()
 
     def __post_init__(self):
         """Refuse a task that would grade wrongly: no hidden tests, data that is not plain, an absent function."""
@@ -63,7 +71,7 @@ class Task:
             raise ValueError(f"Task.source must define the function {self.name!r}; it does not mention it")
         if not self.hidden:
             raise ValueError(f"Task {self.name!r} has no hidden tests; every program would pass. Add hidden Cases")
-        for kind in ("visible", "hidden"):
+        for kind in ("visible", "hidden", "generated"):
             for k, case in enumerate(getattr(self, kind)):
                 if not isinstance(case, Case) or type(case.args) is not tuple:
                     raise ValueError(f"Task {self.name!r}: {kind}[{k}] must be a Case whose args are a tuple, "
@@ -74,7 +82,7 @@ class Task:
     @cached_property
     def digest(self) -> str:
         """SHA-256 of what grading depends on besides the source: the function name and every case."""
-        cases = [[encode(c.args), encode(c.expected)] for c in self.visible + self.hidden]
+        cases = [[encode(c.args), encode(c.expected)] for c in self.visible + self.hidden + self.generated]
         return hashlib.sha256(json.dumps([self.name, len(self.visible), cases]).encode()).hexdigest()
 
     @property
@@ -87,17 +95,116 @@ def _issue(name: str) -> str:
     return f"Issue: {name} returns wrong results for some inputs. Repair {name} so that its hidden tests pass."
 
 
+INPUTS = {
+    "clamp": ("int", "int", "int"), "product": ("ints",), "sum_to": ("int",), "mean": ("nums",),
+    "count_at_least": ("nums", "num"), "spread": ("nums",), "count_positive": ("nums",), "sum_items": ("nums",),
+    "ratio": ("num", "num"), "in_range": ("num", "num", "num"), "running_peak": ("nums",),
+    "sum_of_squares": ("nums",), "factorial": ("nat",), "percent": ("int", "int"), "is_sorted": ("ints",),
+    "capped_total": ("nums", "num"), "dot": ("pair",), "count_multiples": ("int", "int"),
+    "average_length": ("words",), "all_at_most": ("nums", "num"), "limit_each": ("nums", "num"),
+    "tally_odd": ("ints",), "head_total": ("prefix",), "average_of": ("nums",), "within_bound": ("nums", "num"),
+    "extremes": ("nums",), "power_of": ("int", "nat"), "square_series": ("int",), "share": ("int", "int"),
+    "grown_ups": ("ages",),
+}
+"""The argument kinds of each task's generated inputs: ``int`` (-30..30), ``nat`` (0..12), ``num`` (ints and
+non-integer floats), lists of them (``ints``, ``nums``), ``words`` (lists of strings), ``ages`` (ints 0..40
+around 18), ``pair`` (two lists of equal length: two arguments) and ``prefix`` (a list and a count up to its
+length: two arguments)."""
+GENERATED = 300
+"""Generated inputs per task, boundary values included (fewer when the reference raises on some)."""
+BOUNDARY = {"int": [0, 1, -1, 2, -2, 3, 10, -10, 30, -30], "nat": [0, 1, 2, 3, 12],
+            "num": [0, 1, -1, 0.5, -0.5, 1.5, 2.5, -2.5, 0.25, 3]}
+
+
+def _value(kind: str, rng: random.Random):
+    """One random argument of ``kind`` (a list kind gives 0 to 6 items)."""
+    if kind == "int":
+        return rng.randint(-30, 30)
+    if kind == "nat":
+        return rng.randint(0, 12)
+    if kind == "num":
+        return rng.choice([rng.randint(-10, 10), round(rng.uniform(-10, 10), 2), rng.choice([0.5, -0.5, 0.1])])
+    if kind == "ages":
+        return [rng.choice([17, 18, 19, rng.randint(0, 40)]) for _ in range(rng.randint(0, 6))]
+    if kind == "words":
+        return ["".join(rng.choice("abc") for _ in range(rng.randint(0, 5))) for _ in range(rng.randint(0, 5))]
+    items = [_value("int" if kind in ("ints", "pair") else "num", rng) for _ in range(rng.randint(0, 6))]
+    if rng.random() < 0.25:
+        items.sort(reverse=rng.random() < 0.3)
+    if kind == "pair":
+        return items, [_value("int", rng) for _ in items]
+    if kind == "prefix":
+        return items, rng.randint(0, len(items))
+    return [abs(x) % 5 for x in items] if kind == "ints" and rng.random() < 0.3 else items  # repeats
+
+
+def _boundary(kind: str) -> list:
+    """Boundary arguments of ``kind``: extremes, zero and one, empty and one-item lists, repeats, sorted runs."""
+    if kind in BOUNDARY:
+        return BOUNDARY[kind]
+    if kind == "pair":
+        return [([], []), ([0], [5]), ([1, -1], [1, 1]), ([2, 2, 2], [3, -3, 0])]
+    if kind == "prefix":
+        return [([], 0), ([5], 0), ([5], 1), ([1, 2, 3], 3), ([-1, 0.5], 1)]
+    if kind == "words":
+        return [[], [""], ["a"], ["ab", ""], ["abc", "abc"]]
+    if kind == "ages":
+        return [[], [17], [18], [19], [18, 18], [0, 40]]
+    numbers = [0, 1, -1, 2] if kind == "ints" else [0, 1, -1, 0.5, -0.5]
+    return [[], *[[x] for x in numbers], [2, 2], [1, 2, 3], [3, 2, 1], [1, 1, 2], [0, -1, 0]]
+
+
+def _flatten(kinds: tuple[str, ...], values: tuple) -> tuple:
+    """The call's arguments: a ``pair`` or ``prefix`` value is two arguments."""
+    out = []
+    for kind, value in zip(kinds, values):
+        out += list(value) if kind in ("pair", "prefix") else [value]
+    return tuple(out)
+
+
+def generated_inputs(name: str, n: int = GENERATED, seed: int | str = "") -> list[tuple]:
+    """``n`` distinct argument tuples for task ``name``: every combination of boundary values (up to n // 2),
+    then random ones from ``random.Random(name + seed)``."""
+    kinds = INPUTS[name]
+    found: dict[str, tuple] = {}
+    for values in itertools.islice(itertools.product(*map(_boundary, kinds)), n // 2):
+        found.setdefault(repr(values), _flatten(kinds, values))
+    rng = random.Random(f"{name}{seed}")
+    for _ in range(10 * n):
+        if len(found) >= n:
+            break
+        values = tuple(_value(kind, rng) for kind in kinds)
+        found.setdefault(repr(values), _flatten(kinds, values))
+    return list(found.values())
+
+
+def reference_cases(name: str, fixed: str, inputs: list[tuple]) -> tuple[Case, ...]:
+    """Cases whose expected values come from the correct source (inputs on which it raises are left out)."""
+    namespace: dict = {}
+    exec(compile(fixed, f"<reference {name}>", "exec"), namespace)  # noqa: S102 - this module's own solutions
+    cases = []
+    for args in inputs:
+        try:
+            cases.append(Case(args, namespace[name](*args)))
+        except Exception:  # noqa: BLE001, S112 - an input outside the function's domain
+            continue
+    return tuple(cases)
+
+
 def _task(split: str, family: str, fixed: str, bug: tuple[str, str], visible: list, hidden: list) -> Task:
-    """Build a Task from its correct source and one textual bug ``(old, new)``."""
+    """Build a Task from its correct source and one textual bug ``(old, new)``; generated cases from INPUTS."""
     old, new = bug
     if fixed.count(old) != 1:
         raise ValueError(f"bug text {old!r} must occur exactly once in the correct source; make it unique")
     name = next(n.name for n in ast.walk(ast.parse(fixed)) if isinstance(n, ast.FunctionDef))
+    generated = reference_cases(name, fixed, generated_inputs(name)) if name in INPUTS else ()
     return Task(name, family, split, fixed.replace(old, new), fixed, _issue(name),
-                tuple(Case(*c) for c in visible), tuple(Case(*c) for c in hidden))
+                tuple(Case(*c) for c in visible), tuple(Case(*c) for c in hidden), generated)
 
 
-TRAIN = [
+def _train_tasks() -> list[Task]:
+    """The 20 training tasks."""
+    return [
     _task("train", "minmax", '''def clamp(x, lo, hi):
     """Return x limited to the closed interval [lo, hi]."""
     if lo > hi:
@@ -281,9 +388,11 @@ TRAIN = [
 ''', ("x <= limit", "x < limit"),
         [(([1, 2, 3], 3), True)],
         [(([], 0), True), (([4], 3), False), (([3, 3], 3), True), (([1, 5, 2], 4), False), (([-1], 0), True)]),
-]
+    ]
 
-HELDOUT = [
+def _heldout_tasks() -> list[Task]:
+    """The 10 held-out tasks."""
+    return [
     _task("heldout", "minmax", '''def limit_each(values, ceiling):
     """Return a copy of values with every item lowered to at most ceiling."""
     out = []
@@ -379,12 +488,14 @@ HELDOUT = [
 ''', ("age >= 18", "age > 18"),
         [(([17, 18, 30],), 2)],
         [(([],), 0), (([18],), 1), (([5, 12],), 0), (([18, 18, 99],), 3)]),
-]
+    ]
 
 
 @cache
 def _by_split() -> dict[str, tuple[Task, ...]]:
-    return {"train": tuple(TRAIN), "heldout": tuple(HELDOUT), "all": tuple(TRAIN + HELDOUT)}
+    """Built on first use: the generated cases take a moment."""
+    train, heldout = tuple(_train_tasks()), tuple(_heldout_tasks())
+    return {"train": train, "heldout": heldout, "all": train + heldout}
 
 
 def make_tasks(split: str = "train") -> list[Task]:
@@ -399,4 +510,4 @@ def get_task(name: str) -> Task:
     for task in _by_split()["all"]:
         if task.name == name:
             return task
-    raise ValueError(f"unknown task {name!r}; make_tasks('all') lists the {len(TRAIN + HELDOUT)} tasks")
+    raise ValueError(f"unknown task {name!r}; make_tasks('all') lists the {len(_by_split()['all'])} tasks")
