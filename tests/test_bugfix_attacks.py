@@ -27,7 +27,8 @@ import pglab.envs.bugfix.grader as grader_module
 import pglab.envs.bugfix.tasks as tasks_module
 from pglab.envs.bugfix import OUTCOMES, BugFixEnv, Case, Grader, Job, Limits, Sandbox, Task, get_task, same
 from pglab.envs.bugfix.grader import source_key
-from pglab.envs.bugfix.sandbox import SLACK, _Worker, describe, layer_problem
+from pglab.envs.bugfix.layers import describe, layer_problem
+from pglab.envs.bugfix.sandbox import SLACK, _Worker
 from test_bugfix_sandbox import descendants, worker_trees
 
 SECRET = "pglab-secret-" + secrets.token_hex(8)

@@ -8,9 +8,9 @@ import threading
 import pytest
 
 from pglab.envs.bugfix import BugFixEnv, Case, Grader, Job, Limits, Sandbox, Task
-from pglab.envs.bugfix._worker import MAX_DEPTH, RESULT_BYTES
+from pglab.envs.bugfix._worker_os import MAX_DEPTH, RESULT_BYTES
 from pglab.envs.bugfix.grader import source_key
-from pglab.envs.bugfix.sandbox import layer_problem
+from pglab.envs.bugfix.layers import layer_problem
 
 LAYERS = [layer for layer in ("bwrap", "landlock", "process") if layer_problem(layer) is None]
 LIMITS = Limits(timeout=0.5, cpu=1, memory=256 * 2**20, output=1024)
@@ -162,9 +162,9 @@ def test_verdicts_do_not_depend_on_load():
 
 
 def test_the_warning_is_one_line_once_and_only_when_the_isolation_is_weaker(caplog, monkeypatch):
-    import pglab.envs.bugfix.sandbox as sandbox_module
+    import pglab.envs.bugfix.layers as layers_module
 
-    monkeypatch.setattr(sandbox_module, "_WARNED", set())
+    monkeypatch.setattr(layers_module, "_WARNED", set())
     with caplog.at_level("WARNING", logger="pglab.sandbox"):
         Sandbox(workers=1)  # auto: the strongest layer here
         auto_lines = [r.getMessage() for r in caplog.records]
@@ -172,7 +172,7 @@ def test_the_warning_is_one_line_once_and_only_when_the_isolation_is_weaker(capl
         for layer in weaker * 2:
             Sandbox(workers=1, isolation=layer)
     lines = [r.getMessage() for r in caplog.records]
-    lacking = [m for m in sandbox_module.describe(LAYERS[0])["not_applied"]]
+    lacking = [m for m in layers_module.describe(LAYERS[0])["not_applied"]]
     assert len(auto_lines) == (1 if lacking else 0)
     assert len(lines) == len(set(lines)) and all("\n" not in line for line in lines)
     assert all(any(f"isolation={layer!r} is weaker" in line for line in lines) for layer in weaker)

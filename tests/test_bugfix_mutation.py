@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pglab.envs.bugfix import BugFixEnv, Grader, Sandbox, make_tasks, same
-from pglab.envs.bugfix.tasks import generated_inputs
+from pglab.envs.bugfix.inputs import generated_inputs
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "bugfix.md"
 START, END = "<!-- mutation table: start -->", "<!-- mutation table: end -->"
