@@ -184,11 +184,13 @@ def f(k):
 CALLER_HARM = {
     "tasks.py read from disk to look up the answers": """
 def f(*args):
-    namespace, text = {"encode": repr}, open(TASKS).read()
-    for line in text.splitlines():
-        if line.startswith("from pglab"):
-            text = text.replace(line, "")
-    exec(text.replace("check_plain(", "(lambda *a: a)("), namespace)
+    namespace = {"encode": repr}
+    for name in ("inputs.py", "tasks.py"):  # the generated inputs live beside the tasks
+        text = open(TASKS.replace("tasks.py", name)).read()
+        for line in text.splitlines():
+            if line.startswith("from pglab"):
+                text = text.replace(line, "")
+        exec(text.replace("check_plain(", "(lambda *a: a)("), namespace)
     task = namespace["get_task"]("clamp")
     return next(c.expected for c in task.visible + task.hidden if c.args == args)
 """,
