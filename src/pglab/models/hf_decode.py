@@ -72,7 +72,8 @@ def hf_decoder(model: torch.nn.Module, prompt_mask: torch.Tensor | None = None, 
         extra = {}
         if layout.mask is not None:
             keys = layout.prompt_mask(0) if position == 0 else layout.keys(position + ids.shape[1])
-            extra = {"attention_mask": keys.long(), "position_ids": layout.positions(ids.shape[1], position, ids.device)}
+            extra = {"attention_mask": keys.long(),
+                     "position_ids": layout.positions(ids.shape[1], position, ids.device)}
         out = model(input_ids=rows, use_cache=True, **last_only, **past, **extra)
         cache["kv"] = cache_of(out)
         repeat = layout.repeats(position)

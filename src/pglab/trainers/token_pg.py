@@ -117,7 +117,8 @@ def pg_update(policy: TokenPolicy, optimizer: torch.optim.Optimizer, batch: Toke
             kl_rewards = -beta * kl_estimate(logp.detach() if old is None else old, ref_logp, "k1") * mask
             token_rewards = kl_rewards if token_rewards is None else token_rewards + kl_rewards
         adv = per_token(reply_adv[index].to(logp.dtype), mask, token_rewards=token_rewards)
-        per_tok, clipped = surrogate(logp, adv.detach(), old, epsilon, epsilon if epsilon_high is None else epsilon_high)
+        high = epsilon if epsilon_high is None else epsilon_high
+        per_tok, clipped = surrogate(logp, adv.detach(), old, epsilon, high)
         loss = aggregate_loss(per_tok, mask, mode, norm_const)
         if beta > 0 and kl_in == "loss":
             loss = loss + beta * aggregate_loss(kl_estimate(logp, ref_logp, "k3"), mask, mode, norm_const)
