@@ -122,7 +122,7 @@ class Session:
                                 chunk_tokens=0, micro_batches=cfg.gradient_accumulation_steps,
                                 ratio=cfg.num_iterations > 1, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high)
             with warnings.catch_warnings():      # a skipped (zero-gradient) step still advances the schedule
-                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step()`")
+                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler")
                 self.scheduler.step()
         self.ema.update(metrics["reward"])
         per_function = {f"reward/{name}": v for name, v in self.rewards.last.items()} if len(
