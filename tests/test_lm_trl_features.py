@@ -246,7 +246,8 @@ def test_cli_default_folder_resume_flag_and_one_line_refusals(tiny, tmp_path, mo
     assert main(base + ["--max-steps", "1"]) == 0
     assert (tmp_path / "runs" / "train-lm" / "checkpoint.pt").exists()
     assert main(base + ["--resume"]) == 0
-    assert [json.loads(x)["step"] for x in (tmp_path / "runs/train-lm/metrics.jsonl").read_text().splitlines()] == [1, 2]
+    lines = (tmp_path / "runs" / "train-lm" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["step"] for x in lines] == [1, 2]
     capsys.readouterr()
     (tmp_path / "bad.py").write_text("def words(texts):\n    return ['x'] * len(texts)\n")
     refusals = {

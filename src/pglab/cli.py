@@ -165,10 +165,11 @@ def cmd_bench(args) -> int:
     check_out_folder(out_root)
     passed = True
     for name in BENCHMARKS if args.all else [args.name]:
-        result = run_benchmark(name, quick=args.quick)
+        result = run_benchmark(name, quick=args.quick, **({"size": args.size} if args.size else {}))
         folder = out_root / f"bench-{name}"
         print_result(result, folder, write_report(result, folder))
-        print(*(f"{key} = {value:.3f}" for key, value in result.metrics.items() if key.startswith("ratio")), sep="\n")
+        print(*(f"{key} = {value:.3f}" for key, value in result.metrics.items()
+                if key.startswith(("ratio", "bound"))), sep="\n")
         passed &= result.passed
     return 0 if passed else 1
 
@@ -335,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--all", action="store_true")
     bench.add_argument("--quick", action="store_true")
     bench.add_argument("--out")
+    bench.add_argument("--size", choices=["small", "large", "both"], help="lm-vs-trl: the model size(s) (default both)")
     bench.set_defaults(func=cmd_bench)
 
     # Its options come from RLConfig, whose module imports torch: they are parsed in cmd_train_lm, so that

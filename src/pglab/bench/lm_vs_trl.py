@@ -1,13 +1,21 @@
-"""bench lm-vs-trl: one ``train-lm`` step against one TRL ``GRPOTrainer`` step doing the same work.
+"""bench lm-vs-trl: train-lm against TRL's GRPOTrainer doing the same work, and both against the GEMM-only bound.
 
-Both sides load the same tiny random GPT-2 (2 layers, 128 wide, a byte-level vocabulary of 256
-bytes + end-of-text) from one ``save_pretrained`` folder and run, per step: 16 prompts (8 bytes
-of a held-out review) x 4 replies x 24 tokens sampled at temperature 1 with end-of-text
-suppressed, the VADER score of prompt + reply, group-normalised advantages, beta = 0.05 with the
-k3 estimate in the loss (TRL's GRPO), a token-mean loss, Adam and gradient clipping, on the CPU.
-TRL has no importance-sampling pass here (one generation per optimiser step). A step's time is
-measured from the start of sampling to the end of the optimiser step; the claim is the ratio of
-the medians, pglab over TRL, measured in the same run (blocks of steps alternate between the two).
+Both sides load the same random GPT-2 from one ``save_pretrained`` folder, with the same fused
+tanh GELU (``fuse_activations``) and, for TRL, ``gradient_checkpointing=False`` (GRPOConfig turns
+it on by default, so its backward would recompute the forward). Per step: prompts of 8 bytes x 4
+replies sampled at temperature 1 with end-of-text suppressed, the VADER score of prompt + reply,
+group-normalised advantages, beta = 0.05 with k3 in the loss, a token-mean loss, Adam and
+clipping, on the CPU. Sizes: small (2 layers x 128 wide, 16 prompts x 4 x 24 tokens) and large
+(4 layers x 256 wide, 32 x 4 x 64 tokens).
+
+The steps alternate: TRL's trainer runs, and after each of its steps (timed from on_step_begin to
+on_step_end) a callback times one pglab step, so each pair sees the same machine load. The claim
+is the median of the paired per-step ratios pglab / TRL, with its IQR.
+
+The bound: one pglab step is run under a dispatch mode that records every matrix multiply and
+attention call (forward, sampling and backward) with its shapes; each distinct call is then timed
+alone and the step's GEMM-only time is the sum over calls. ``bound = pglab/GEMM`` is pglab's
+median step over it.
 
 TRL is installed only for this benchmark (``pip install 'pglab[bench]'``); without it the
 benchmark says so and records a failed claim instead of a ratio.
@@ -19,14 +27,33 @@ import functools
 import statistics
 import tempfile
 import time
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from pglab.models.default_lm import save_random_gpt2
 from pglab.result import Result
 
-PROMPTS, GENERATIONS, LENGTH, PROMPT_BYTES, BETA = 16, 4, 24, 8, 0.05
+GENERATIONS, PROMPT_BYTES, BETA = 4, 8, 0.05
+
+
+@dataclass(frozen=True)
+class Size:
+    name: str
+    layers: int
+    width: int
+    prompts: int
+    length: int
+
+
+SIZES = {"small": Size("small", 2, 128, 16, 24), "large": Size("large", 4, 256, 32, 64)}
+GEMM_OPS = ("mm", "addmm", "bmm", "baddbmm", "_scaled_dot_product_flash_attention_for_cpu",
+            "_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_dot_product_efficient_attention",
+            "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_flash_attention",
+            "_scaled_dot_product_flash_attention_backward")
 
 
 def prompts(n: int) -> list[str]:
@@ -48,61 +75,125 @@ def vader_texts(texts: list[str]) -> list[float]:
     return [_vader().polarity_scores(t)["compound"] for t in texts]
 
 
-def pglab_step_times(folder: Path, steps: int, out: Path, seed: int) -> list[float]:
-    """Seconds per train-lm step (sampling to optimiser step), one block of ``steps``."""
-    from pglab.trainers.lm import RLConfig, train_lm
-    from pglab.trainers.lm.rewards import Reward
+def pglab_session(folder: Path, size: Size, steps: int, out: Path, seed: int):
+    """A train-lm Session on the benchmark's settings (its ``step(i)`` is one timed step)."""
+    from pglab.trainers.lm import RLConfig
+    from pglab.trainers.lm.rewards import Reward, as_rewards
+    from pglab.trainers.lm.session import Session
 
-    (out / "prompts.txt").write_text("\n".join(prompts(8 * PROMPTS * steps)))
+    (out / "prompts.txt").write_text("\n".join(prompts(8 * size.prompts * steps)))
     cfg = RLConfig(model=str(folder), prompts=str(out / "prompts.txt"), max_steps=steps, learning_rate=1e-5,
-                   prompts_per_step=PROMPTS, num_generations=GENERATIONS, prompt_length=PROMPT_BYTES,
-                   max_completion_length=LENGTH, advantage="grpo", scale_rewards="group", beta=BETA, kl_in="loss",
-                   aggregation="token_mean", eval_prompts=1, eval_generations=2, seed=seed, checkpoint_every=0)
-    run = train_lm(cfg, reward=Reward("vader", vader_texts), progress=False)
-    return [record["seconds"] for record in run.history]
+                   prompts_per_step=size.prompts, num_generations=GENERATIONS, prompt_length=PROMPT_BYTES,
+                   max_completion_length=size.length, advantage="grpo", scale_rewards="group", beta=BETA,
+                   kl_in="loss", aggregation="token_mean", eval_prompts=1, eval_generations=2, seed=seed)
+    return Session(cfg, torch.device("cpu"), as_rewards(Reward("vader", vader_texts)), progress=False)
 
 
-def trl_step_times(folder: Path, steps: int, out: Path, seed: int) -> list[float]:
-    """Seconds per GRPOTrainer step (on_step_begin to on_step_end), one block of ``steps``."""
+class Recorder(TorchDispatchMode):
+    """Counts every GEMM / attention call by (op, argument shapes, strides, dtypes, other arguments)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: Counter = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func.overloadpacket.__name__ in GEMM_OPS:
+            key = (func, tuple(("T", tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a
+                               for a in args), tuple(sorted(kwargs.items())))
+            self.calls[key] += 1
+        return func(*args, **kwargs)
+
+
+def time_alone(key, repeats: int = 20) -> float:
+    """Median seconds of one recorded call, run alone on fresh tensors of its shapes and strides."""
+    func, args, kwargs = key
+    gen = torch.Generator().manual_seed(0)
+
+    def make(a):
+        if isinstance(a, tuple) and a[:1] == ("T",):
+            _, shape, stride, dtype = a
+            extent = 1 + sum((n - 1) * st for n, st in zip(shape, stride) if n > 0)
+            storage = torch.randn(extent, generator=gen).to(dtype) if dtype.is_floating_point else \
+                torch.zeros(extent, dtype=dtype)
+            return storage.as_strided(shape, stride)
+        return a
+
+    real = [make(a) for a in args]
+    func(*real, **dict(kwargs))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        func(*real, **dict(kwargs))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def gemm_bound(session, step: int) -> tuple[float, int]:
+    """(GEMM-only seconds of pglab step ``step``, number of GEMM / attention calls in it)."""
+    recorder = Recorder()
+    with recorder:
+        session.step(step)
+    return sum(n * time_alone(key) for key, n in recorder.calls.items()), sum(recorder.calls.values())
+
+
+def paired_steps(folder: Path, size: Size, steps: int, out: Path) -> tuple[list[float], list[float], object]:
+    """(TRL seconds, pglab seconds) of alternating steps, and the pglab session (warm)."""
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    times: list[float] = []
+    from pglab.models.hf import fuse_activations
 
-    class Timer(TrainerCallback):
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    session = pglab_session(folder, size, steps, out, 0)
+    theirs: list[float] = []
+    ours: list[float] = []
+
+    class Alternate(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):
             self.start = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
-            times.append(time.perf_counter() - self.start)
+            theirs.append(time.perf_counter() - self.start)
+            start = time.perf_counter()
+            session.step(len(ours))
+            ours.append(time.perf_counter() - start)
 
     def reward(prompts, completions, **kwargs):
         return vader_texts([p + c for p, c in zip(prompts, completions)])
 
-    args = GRPOConfig(output_dir=str(out / "trl"), per_device_train_batch_size=PROMPTS * GENERATIONS,
-                      num_generations=GENERATIONS, max_completion_length=LENGTH, beta=BETA, learning_rate=1e-5,
+    args = GRPOConfig(output_dir=str(out / "trl"), per_device_train_batch_size=size.prompts * GENERATIONS,
+                      num_generations=GENERATIONS, max_completion_length=size.length, beta=BETA, learning_rate=1e-5,
                       loss_type="bnpo", scale_rewards="group", temperature=1.0, top_k=0, top_p=1.0, max_steps=steps,
                       use_cpu=True, bf16=False, report_to="none", save_strategy="no", logging_steps=10**6,
-                      disable_dropout=True, seed=seed, dataloader_num_workers=0,
+                      disable_dropout=True, seed=0, dataloader_num_workers=0, gradient_checkpointing=False,
                       generation_kwargs={"suppress_tokens": [tokenizer.eos_token_id]})
-    trainer = GRPOTrainer(model=AutoModelForCausalLM.from_pretrained(folder), reward_funcs=reward, args=args,
-                          train_dataset=Dataset.from_dict({"prompt": prompts(8 * PROMPTS * steps)}),
-                          processing_class=tokenizer, callbacks=[Timer()])
+    model = fuse_activations(AutoModelForCausalLM.from_pretrained(folder))
+    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args,
+                          train_dataset=Dataset.from_dict({"prompt": prompts(8 * size.prompts * steps)}),
+                          processing_class=tokenizer, callbacks=[Alternate()])
     trainer.train()
-    return times
+    return theirs, ours, session
 
 
-def run(quick: bool = False) -> Result:
-    """Median seconds per step of pglab and of TRL, in alternating blocks; the claim is their ratio."""
-    steps, blocks, warmup = (4, 1, 1) if quick else (8, 2, 2)
-    result = Result("bench-lm-vs-trl", {"prompts": PROMPTS, "generations": GENERATIONS, "completion_tokens": LENGTH,
-                                        "beta": BETA, "steps_per_block": steps, "blocks": blocks,
-                                        "warmup_steps_dropped": warmup, "threads": torch.get_num_threads()},
-                    summary=("One RL step (sample 16 x 4 replies of 24 tokens, reward, reference pass, loss, Adam) "
-                             "of pglab train-lm and of TRL's GRPOTrainer on the same tiny byte-level GPT-2, "
-                             "on the CPU."))
+def quartiles(xs: list[float]) -> tuple[float, float, float]:
+    q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3
+    return q[0], statistics.median(xs), q[2]
+
+
+def run(quick: bool = False, size: str = "both") -> Result:
+    """Paired per-step ratios pglab / TRL and pglab / GEMM-only at each size."""
+    if size not in (*SIZES, "both"):
+        raise ValueError(f"unknown --size {size!r}; pass small, large or both")
+    names = list(SIZES) if size == "both" else [size]
+    steps, warmup = (4, 1) if quick else (14, 2)
+    result = Result("bench-lm-vs-trl", {"generations": GENERATIONS, "prompt_tokens": PROMPT_BYTES, "beta": BETA,
+                                        "steps": steps, "warmup_steps_dropped": warmup, "sizes": names,
+                                        "threads": torch.get_num_threads()},
+                    summary=("One RL step (sample replies, reward, reference pass, loss, Adam) of pglab train-lm and "
+                             "of TRL's GRPOTrainer (gradient checkpointing off, the same fused GELU) on the same "
+                             "random GPT-2, alternating step by step, and pglab's step against its GEMM-only time."))
     try:
         import trl
     except ImportError:
@@ -110,21 +201,38 @@ def run(quick: bool = False) -> Result:
         result.check("TRL is installed for the comparison", 0.0, False, "trl importable",
                      "the ratio needs both sides measured in the same run")
         return result
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "model"
-        save_random_gpt2(folder, vocab=257, layers=2, width=128, heads=4)
-        ours: list[float] = []
-        theirs: list[float] = []
-        for block in range(blocks):
-            theirs += trl_step_times(folder, steps, Path(tmp), block)[warmup:]
-            ours += pglab_step_times(folder, steps, Path(tmp), block)[warmup:]
-    pglab_s, trl_s = statistics.median(ours), statistics.median(theirs)
-    ratio = pglab_s / trl_s
-    result.tables["step_seconds"] = [{"trainer": "pglab train-lm", "median_s": pglab_s, "min_s": min(ours),
-                                      "steps": len(ours)},
-                                     {"trainer": f"TRL {trl.__version__} GRPOTrainer", "median_s": trl_s,
-                                      "min_s": min(theirs), "steps": len(theirs)}]
-    result.metrics.update({"pglab_step_s": pglab_s, "trl_step_s": trl_s, "ratio = pglab/TRL": ratio})
-    result.check_range("ratio = pglab / TRL seconds per step", ratio, high=0.5,
-                       tolerance="medians of steps measured in the same run, blocks alternating")
+    rows = []
+    for name in names:
+        spec = SIZES[name]
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp) / "model"
+            save_random_gpt2(folder, vocab=257, layers=spec.layers, width=spec.width, heads=4,
+                             positions=PROMPT_BYTES + spec.length)
+            theirs, ours, session = paired_steps(folder, spec, steps, Path(tmp))
+            gemm, calls = gemm_bound(session, steps)
+        theirs, ours = theirs[warmup:], ours[warmup:]
+        ratios = [p / t for p, t in zip(ours, theirs)]
+        q1, ratio, q3 = quartiles(ratios)
+        pglab_s, trl_s = statistics.median(ours), statistics.median(theirs)
+        rows.append({"size": name, "layers x width": f"{spec.layers} x {spec.width}",
+                     "batch": f"{spec.prompts} x {GENERATIONS} x {spec.length}", "pglab_median_s": pglab_s,
+                     "trl_median_s": trl_s, "ratio_median": ratio, "ratio_q1": q1, "ratio_q3": q3,
+                     "gemm_only_s": gemm, "gemm_calls": calls, "pglab/GEMM": pglab_s / gemm, "TRL/GEMM": trl_s / gemm,
+                     "pairs": len(ratios)})
+        result.metrics.update({f"{name}: ratio = pglab/TRL": ratio, f"{name}: ratio IQR": q3 - q1,
+                               f"{name}: bound = pglab/GEMM": pglab_s / gemm, f"{name}: TRL/GEMM": trl_s / gemm})
+    result.tables["step_seconds"] = rows
+    result.summary += f" TRL {trl.__version__}."
+    targets = {"small": {"ratio": 0.6}, "large": {"ratio": 0.85, "bound": 1.2}}
+    for row in rows:
+        target = targets[row["size"]]
+        result.check_range(f"{row['size']}: ratio = pglab / TRL (median of paired steps)", row["ratio_median"],
+                           high=target["ratio"], tolerance=f"IQR {row['ratio_q1']:.3f}-{row['ratio_q3']:.3f} over "
+                           f"{row['pairs']} alternating pairs")
+        if "bound" in target:
+            result.check_range(f"{row['size']}: bound = pglab / GEMM-only", row["pglab/GEMM"], high=target["bound"],
+                               tolerance="each recorded GEMM timed alone, median of 20")
+    last = rows[-1]
+    result.metrics["ratio = pglab/TRL"] = last["ratio_median"]
+    result.metrics["bound = pglab/GEMM"] = last["pglab/GEMM"]
     return result
