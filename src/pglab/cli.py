@@ -264,16 +264,10 @@ def train_lm_value(name: str, text: str, hint: Any) -> Any:
     return check_type(flag, value, hint)
 
 
-def cmd_train_lm(options: list[str]) -> int:
-    from pglab.models.default_lm import ensure_default_model
-    from pglab.trainers.lm import RLConfig, curves_figure, train_lm
-    from pglab.trainers.lm.logging import Console
+def train_lm_config(args: argparse.Namespace):
+    """The RLConfig of parsed train-lm options: --resume [DIR] and the runs/train-lm default folder applied."""
+    from pglab.trainers.lm import RLConfig
 
-    args = train_lm_parser().parse_args(options)
-
-    if args.pretrain:
-        print(f"embedded default: {ensure_default_model(args.default_size or 'full', force=True)}")
-        return 0
     values = {}
     for name, hint in typing.get_type_hints(RLConfig).items():
         text = getattr(args, name)
@@ -285,7 +279,19 @@ def cmd_train_lm(options: list[str]) -> int:
         values["output_dir"] = args.resume
     values.setdefault("output_dir", str(TRAIN_LM_OUT))
     values["resume"] = bool(args.resume)
-    cfg = RLConfig(**values)
+    return RLConfig(**values)
+
+
+def cmd_train_lm(options: list[str]) -> int:
+    from pglab.models.default_lm import ensure_default_model
+    from pglab.trainers.lm import curves_figure, train_lm
+    from pglab.trainers.lm.logging import Console
+
+    args = train_lm_parser().parse_args(options)
+    if args.pretrain:
+        print(f"embedded default: {ensure_default_model(args.default_size or 'full', force=True)}")
+        return 0
+    cfg = train_lm_config(args)
     console = Console()
     run = train_lm(cfg, log=lambda r: console.step(r) if (r["step"] - 1) % cfg.log_every == 0 or
                    r["step"] == cfg.max_steps else None)

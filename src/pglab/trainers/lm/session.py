@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import torch
 
+from pglab.batch import TokenBatch
 from pglab.distributed import world, wrap
 from pglab.estimators import EMABaseline
 from pglab.models.hf import load_causal_lm
@@ -107,12 +108,22 @@ class Session:
         replies, reply_ids = self.decode(ids, mask, start)
         scores = self.rewards.score(self.completions(self.train_prompts, [i for i in index for _ in range(k)],
                                                      replies, reply_ids))
-        batch = reply_batch(ids, mask, start, k, scores, prompt_mask=prompt_mask)
+        history = self.update(reply_batch(ids, mask, start, k, scores, prompt_mask=prompt_mask))
+        self.ema.update(history[-1]["reward"])
+        per_function = {f"reward/{name}": v for name, v in self.rewards.last.items()} if len(
+            self.rewards.functions) > 1 else {}
+        return {**history[-1], **per_function}
+
+    def update(self, batch: TokenBatch) -> list[dict]:
+        """The reference pass and the num_iterations optimiser steps on one batch -> each step's metrics (with lr)."""
+        cfg, k = self.cfg, self.cfg.num_generations
+        start = int((batch.action_mask.cumsum(-1) == 0).sum(-1).min())     # the first reply position, P
         if cfg.beta > 0:
             with torch.no_grad(), self.reference() as ref:
                 ref_logp = sequence_log_probs(ref, batch, start=start, group_size=k,
                                               chunk_tokens=batch.ids.numel() // cfg.gradient_accumulation_steps)
-            batch.ref_logp = torch.where(mask.bool(), ref_logp, 0.0)
+            batch.ref_logp = torch.where(batch.action_mask.bool(), ref_logp, 0.0)
+        history = []
         for _ in range(cfg.num_iterations):
             lr = self.scheduler.get_last_lr()[0]
             metrics = pg_update(self.policy, self.optimizer, batch, advantage=cfg.advantage, group_size=k,
@@ -124,10 +135,8 @@ class Session:
             with warnings.catch_warnings():      # a skipped (zero-gradient) step still advances the schedule
                 warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler")
                 self.scheduler.step()
-        self.ema.update(metrics["reward"])
-        per_function = {f"reward/{name}": v for name, v in self.rewards.last.items()} if len(
-            self.rewards.functions) > 1 else {}
-        return {**metrics, **per_function, "lr": lr}
+            history.append({**metrics, "lr": lr})
+        return history
 
 
 __all__ = ["Session", "banned_ids"]
