@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 from pglab.cli import main  # noqa: E402
 from pglab.models import HFPolicy  # noqa: E402
 from pglab.models.default_lm import save_random_gpt2  # noqa: E402
-from pglab.sampling.replies import reply_batch, sample_replies  # noqa: E402
+from pglab.sampling.replies import plain_sample_replies, reply_batch, sample_replies  # noqa: E402
 from pglab.sampling.scoring import sequence_log_probs  # noqa: E402
 from pglab.trainers.lm import RLConfig, train_lm  # noqa: E402
 from pglab.trainers.lm.logging import escaped  # noqa: E402
@@ -137,14 +137,16 @@ def test_left_padded_prompts_score_as_unpadded_ones(tiny):
     model.float()
 
 
-def test_group_prefill_and_folded_noise_give_the_same_samples(tiny):
+@pytest.mark.parametrize("ban_eos", [True, False])
+def test_the_fast_sampler_draws_the_samples_of_the_plain_loop_bitwise(tiny, ban_eos):
     _, model, tokenizer = tiny
-    policy = HFPolicy(model, banned=torch.tensor([tokenizer.eos_token_id, 7]))
-    prompts = torch.randint(10, 200, (4, 3), generator=torch.Generator().manual_seed(0)).repeat_interleave(4, 0)
-    grouped = sample_replies(policy, prompts, 10, torch.Generator().manual_seed(1), tokenizer.eos_token_id,
-                             group_size=4)
-    plain = sample_replies(policy, prompts, 10, torch.Generator().manual_seed(1), tokenizer.eos_token_id)
-    assert torch.equal(grouped[0], plain[0]) and torch.equal(grouped[1], plain[1])
+    eos = tokenizer.eos_token_id
+    banned = torch.tensor([eos, 7] if ban_eos else [7])
+    policy = HFPolicy(model, banned=banned, pad_id=eos)
+    prompts = torch.randint(10, 200, (8, 3), generator=torch.Generator().manual_seed(0)).repeat_interleave(4, 0)
+    fast = sample_replies(policy, prompts, 30, torch.Generator().manual_seed(1), eos, group_size=4)
+    plain = plain_sample_replies(policy, prompts, 30, torch.Generator().manual_seed(1), eos)
+    assert torch.equal(fast[0], plain[0]) and torch.equal(fast[1], plain[1])
 
 
 def test_temperature_and_top_p_shape_sampling_and_scoring_alike(tiny):

@@ -12,6 +12,10 @@ The steps alternate: TRL's trainer runs, and after each of its steps (timed from
 on_step_end) a callback times one pglab step, so each pair sees the same machine load. The claim
 is the median of the paired per-step ratios pglab / TRL, with its IQR.
 
+Speed-ups: the reply sampler against ``plain_sample_replies`` (the same draws, bitwise: every row
+prefilled, banned ids masked every step, the end-of-text bookkeeping every step), and fused Adam
+against foreach Adam, alternating, with the time saved as a share of the step without it.
+
 The bound: one pglab step is run under a dispatch mode that records every matrix multiply and
 attention call (forward, sampling and backward) with its shapes; each distinct call is then timed
 alone and the step's GEMM-only time is the sum over calls. ``bound = pglab/GEMM`` is pglab's
@@ -137,6 +141,40 @@ def gemm_bound(session, step: int) -> tuple[float, int]:
     return sum(n * time_alone(key) for key, n in recorder.calls.items()), sum(recorder.calls.values())
 
 
+def speedups(session, size: Size, repeats: int) -> list[dict]:
+    """Each speed-up against the plain way, alternating, on the session's model: median seconds of both."""
+    from pglab.sampling.replies import plain_sample_replies, sample_replies
+
+    index = list(range(size.prompts))
+    ids, mask = session.train_prompts.padded(index, session.pad)
+    prompts = ids.repeat_interleave(GENERATIONS, 0)
+    params = session.models.trainable()
+    for p in params:
+        p.grad = torch.randn_like(p) * 1e-3
+    fused = torch.optim.Adam(params, lr=0.0, fused=True)
+    foreach = torch.optim.Adam(params, lr=0.0, foreach=True)
+    cases = {
+        "sampling (prefill once per group, shaping in the noise, no bookkeeping with end-of-text banned)": (
+            lambda g: sample_replies(session.sampler, prompts, size.length, g, session.eos, group_size=GENERATIONS),
+            lambda g: plain_sample_replies(session.sampler, prompts, size.length, g, session.eos)),
+        "Adam step (fused vs foreach)": (lambda g: fused.step(), lambda g: foreach.step()),
+    }
+    rows = []
+    for name, (fast, plain) in cases.items():
+        times = {"fast": [], "plain": []}
+        for r in range(repeats):
+            for label, fn in (("fast", fast), ("plain", plain)):
+                start = time.perf_counter()
+                fn(torch.Generator().manual_seed(r))
+                times[label].append(time.perf_counter() - start)
+        fast_s, plain_s = statistics.median(times["fast"]), statistics.median(times["plain"])
+        rows.append({"size": size.name, "speed-up": name, "new_s": fast_s, "plain_s": plain_s,
+                     "saved_s": plain_s - fast_s})
+    for p in params:
+        p.grad = None
+    return rows
+
+
 def paired_steps(folder: Path, size: Size, steps: int, out: Path) -> tuple[list[float], list[float], object]:
     """(TRL seconds, pglab seconds) of alternating steps, and the pglab session (warm)."""
     from datasets import Dataset
@@ -201,7 +239,8 @@ def run(quick: bool = False, size: str = "both") -> Result:
         result.check("TRL is installed for the comparison", 0.0, False, "trl importable",
                      "the ratio needs both sides measured in the same run")
         return result
-    rows = []
+    rows: list[dict] = []
+    speed: list[dict] = []
     for name in names:
         spec = SIZES[name]
         with tempfile.TemporaryDirectory() as tmp:
@@ -210,6 +249,7 @@ def run(quick: bool = False, size: str = "both") -> Result:
                              positions=PROMPT_BYTES + spec.length)
             theirs, ours, session = paired_steps(folder, spec, steps, Path(tmp))
             gemm, calls = gemm_bound(session, steps)
+            speed += speedups(session, spec, 3 if quick else 10)
         theirs, ours = theirs[warmup:], ours[warmup:]
         ratios = [p / t for p, t in zip(ours, theirs)]
         q1, ratio, q3 = quartiles(ratios)
@@ -222,6 +262,10 @@ def run(quick: bool = False, size: str = "both") -> Result:
         result.metrics.update({f"{name}: ratio = pglab/TRL": ratio, f"{name}: ratio IQR": q3 - q1,
                                f"{name}: bound = pglab/GEMM": pglab_s / gemm, f"{name}: TRL/GEMM": trl_s / gemm})
     result.tables["step_seconds"] = rows
+    for row in speed:
+        step = next(r["pglab_median_s"] for r in rows if r["size"] == row["size"])
+        row["saved_share_of_step"] = row["saved_s"] / (step + row["saved_s"])
+    result.tables["speedups"] = speed
     result.summary += f" TRL {trl.__version__}."
     targets = {"small": {"ratio": 0.6}, "large": {"ratio": 0.85, "bound": 1.2}}
     for row in rows:

@@ -69,6 +69,33 @@ def sample_replies(policy: HFPolicy, prompt_ids: torch.Tensor, length: int, gene
     return ids, mask
 
 
+@torch.no_grad()
+def plain_sample_replies(policy: HFPolicy, prompt_ids: torch.Tensor, length: int, generator: torch.Generator,
+                         eos_id: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The reference for :func:`sample_replies` (same arguments, same draws, bitwise): every row prefilled, the
+    policy's shaping applied to the logits every step, every row's end-of-text bookkeeping every step."""
+    model = unwrap(policy.module)
+    batch, start = prompt_ids.shape
+    decoder = lockstep_decoder(model, start + length)
+    ids = torch.cat([prompt_ids, prompt_ids.new_zeros(batch, length)], 1)
+    mask = torch.zeros_like(ids)
+    alive = torch.ones(batch, dtype=torch.bool, device=ids.device)
+    with autocast(ids.device):
+        logits = decoder(prompt_ids, 0)
+    gumbel = torch.rand(length, *logits.shape, generator=generator, device=ids.device).log_().neg_().log_().neg_()
+    temperature, top_p = getattr(policy, "temperature", 1.0), getattr(policy, "top_p", 1.0)
+    for t in range(length):
+        token = (shape_logits(full_precision(logits), policy.banned, temperature, top_p) + gumbel[t]).argmax(-1)
+        ids[:, start + t] = torch.where(alive, token, torch.full_like(token, policy.pad_id))
+        mask[:, start + t] = alive.long()
+        if eos_id is not None:
+            alive &= token != eos_id
+        if t + 1 < length:
+            with autocast(ids.device):
+                logits = decoder(ids[:, start + t:start + t + 1], start + t)
+    return ids, mask
+
+
 def decode_replies(tokenizer: Any, ids: torch.Tensor, mask: torch.Tensor, prompt_length: int,
                    prompt_texts: list[str] | None = None) -> tuple[list[str], list[str]]:
     """(prompt + reply texts, reply texts) of ids [B, T], each reply stopping at its row's last action.
@@ -105,4 +132,4 @@ def reply_batch(ids: torch.Tensor, action_mask: torch.Tensor, prompt_length: int
                       rewards=scores.to(ids.device), ref_logp=ref_logp)
 
 
-__all__ = ["decode_replies", "reply_batch", "sample_replies"]
+__all__ = ["decode_replies", "plain_sample_replies", "reply_batch", "sample_replies"]
