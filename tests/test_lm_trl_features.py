@@ -137,6 +137,23 @@ def test_left_padded_prompts_score_as_unpadded_ones(tiny):
     model.float()
 
 
+@pytest.mark.parametrize("kind", ["gpt2", "hf"])
+def test_decoding_a_left_padded_prompt_gives_the_logits_of_the_prompt_alone(tiny, kind):
+    from pglab.models.hf_decode import gpt2_decoder, hf_decoder
+
+    _, model, tokenizer = tiny
+    make = (lambda m, mask: gpt2_decoder(m, 12, mask)) if kind == "gpt2" else (lambda m, mask: hf_decoder(m, mask))
+    ids = torch.tensor([[tokenizer.eos_token_id, tokenizer.eos_token_id, 40, 41], [50, 51, 52, 53]])
+    mask = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])
+    padded, alone = make(model, mask), make(model, None)
+    steps = torch.tensor([[60, 61, 62], [70, 71, 72]])
+    with torch.no_grad():
+        torch.testing.assert_close(padded(ids, 0)[0], alone(ids[:1, 2:], 0)[0], rtol=0, atol=1e-5)
+        for t in range(3):
+            torch.testing.assert_close(padded(steps[:, t:t + 1], 4 + t)[0], alone(steps[:1, t:t + 1], 2 + t)[0],
+                                       rtol=0, atol=1e-5)     # float32 rounding of a different batch
+
+
 @pytest.mark.parametrize("ban_eos", [True, False])
 def test_the_fast_sampler_draws_the_samples_of_the_plain_loop_bitwise(tiny, ban_eos):
     _, model, tokenizer = tiny
