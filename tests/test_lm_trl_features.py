@@ -279,7 +279,7 @@ def test_cli_default_folder_resume_flag_and_one_line_refusals(tiny, tmp_path, mo
         "--prompt-column text --prompts p.txt --reward vader,vader --reward-weights 1": "one weight per function",
         "--top-p 0": "--top-p",
         "--lr-scheduler-type step": "unknown --lr-scheduler-type",
-        "--gradient-accumulation-steps 3": "divisible",
+        "--gradient-accumulation-steps 3": "not divisible",
     }
     for extra, words in refusals.items():
         assert main(base + extra.split()) == 2, extra

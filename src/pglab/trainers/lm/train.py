@@ -72,8 +72,9 @@ def preflight(cfg: RLConfig) -> None:
     check_report_to(cfg.report_to)
     size = world()[1]
     if cfg.prompts_per_step % (size * cfg.gradient_accumulation_steps):
-        raise ValueError(f"--prompts-per-step {cfg.prompts_per_step} must be divisible by the {size} processes x "
-                         f"--gradient-accumulation-steps {cfg.gradient_accumulation_steps}")
+        raise ValueError(f"--prompts-per-step {cfg.prompts_per_step} is not divisible by the {size} processes x "
+                         f"--gradient-accumulation-steps {cfg.gradient_accumulation_steps}; pass a multiple of "
+                         f"{size * cfg.gradient_accumulation_steps}")
 
 
 def train_lm(cfg: RLConfig, *, reward: Callable | None = None, log: Callable[[dict], None] | None = None,
