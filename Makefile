@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
-EXTRAS ?= dev,ray,web,lm
+EXTRAS ?= dev,ray,web,lm,lora,tensorboard,bench
 
 .PHONY: demo test lint bench docs-numbers clean
 

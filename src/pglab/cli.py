@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import json
 import os
 import sys
 import tempfile
@@ -167,10 +166,11 @@ def cmd_bench(args) -> int:
     check_out_folder(out_root)
     passed = True
     for name in BENCHMARKS if args.all else [args.name]:
-        result = run_benchmark(name, quick=args.quick)
+        result = run_benchmark(name, quick=args.quick, **({"size": args.size} if args.size else {}))
         folder = out_root / f"bench-{name}"
         print_result(result, folder, write_report(result, folder))
-        print(*(f"{key} = {value:.3f}" for key, value in result.metrics.items() if key.startswith("ratio")), sep="\n")
+        print(*(f"{key} = {value:.3f}" for key, value in result.metrics.items()
+                if key.startswith(("ratio", "bound"))), sep="\n")
         passed &= result.passed
     return 0 if passed else 1
 
@@ -257,42 +257,83 @@ def cmd_serve(args) -> int:
     return 0
 
 
+TRAIN_LM_OUT = DEFAULT_OUT / "train-lm"
+
+
 def train_lm_parser() -> argparse.ArgumentParser:
-    """The options of pglab train-lm: --pretrain, and one per RLConfig field."""
+    """The options of pglab train-lm: --pretrain, --resume [DIR], and one per RLConfig field."""
     from pglab.trainers.lm import RLConfig, config_help
 
     lm = Parser(prog="pglab train-lm", description="REINFORCE / RLOO / GRPO with a KL penalty on a Hugging Face "
                 "causal LM; the embedded default runs offline")
     lm.add_argument("--pretrain", action="store_true", help="(re)build the embedded default tiny GPT-2 and exit")
     for name, doc in config_help().items():
-        lm.add_argument(f"--{name.replace('_', '-')}", dest=name, help=f"{doc} (default {getattr(RLConfig, name)})")
+        flag = f"--{name.replace('_', '-')}"
+        if name == "resume":
+            lm.add_argument(flag, nargs="?", const=True, metavar="DIR",
+                            help="continue the stopped run in --output-dir (or in DIR)")
+        elif name == "output_dir":
+            lm.add_argument(flag, dest=name, help=f"{doc} (default {TRAIN_LM_OUT})")
+        else:
+            lm.add_argument(flag, dest=name, help=f"{doc} (default {getattr(RLConfig, name)})")
     return lm
 
 
-def cmd_train_lm(options: list[str]) -> int:
+def train_lm_value(name: str, text: str, hint: Any) -> Any:
+    """One --option's text as the RLConfig field's type: str fields as they are, others as Python literals
+    (true/false too), a single value for a tuple field as a 1-tuple, comma-separated words for a tuple of str."""
     from pglab.experiments.registry import check_type
+
+    flag = f"--{name.replace('_', '-')}"
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is tuple and args[:1] == (str,):
+        value: Any = tuple(w.strip() for w in text.split(",") if w.strip())
+    elif str in (hint, *args):
+        value = None if text == "None" and type(None) in args else text
+    else:
+        value = parse_value({"true": "True", "false": "False"}.get(text.lower(), text), None)
+        if "tuple" in str(hint) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = (value,)
+    return check_type(flag, value, hint)
+
+
+def train_lm_config(args: argparse.Namespace):
+    """The RLConfig of parsed train-lm options: --resume [DIR] and the runs/train-lm default folder applied."""
+    from pglab.trainers.lm import RLConfig
+
+    values = {}
+    for name, hint in typing.get_type_hints(RLConfig).items():
+        text = getattr(args, name)
+        if name != "resume" and text is not None:
+            values[name] = train_lm_value(name, text, hint)
+    if isinstance(args.resume, str):
+        if values.get("output_dir", args.resume) != args.resume:
+            raise UsageError(f"--resume {args.resume} and --output-dir {values['output_dir']} differ; pass one of them")
+        values["output_dir"] = args.resume
+    values.setdefault("output_dir", str(TRAIN_LM_OUT))
+    values["resume"] = bool(args.resume)
+    return RLConfig(**values)
+
+
+def cmd_train_lm(options: list[str]) -> int:
     from pglab.models.default_lm import ensure_default_model
-    from pglab.trainers.lm import RLConfig, curves_figure, train_lm
+    from pglab.trainers.lm import curves_figure, train_lm
+    from pglab.trainers.lm.logging import Console
 
     args = train_lm_parser().parse_args(options)
-
     if args.pretrain:
         print(f"embedded default: {ensure_default_model(args.default_size or 'full', force=True)}")
         return 0
-    hints = typing.get_type_hints(RLConfig)
-    values = {}
-    for name, hint in hints.items():
-        text = getattr(args, name)
-        if text is not None:  # str fields take the text as it is; others parse as Python literals (true/false too)
-            value = text if str in (hint, *typing.get_args(hint)) else parse_value(
-                {"true": "True", "false": "False"}.get(text.lower(), text), None)
-            value = (value,) if "tuple" in str(hint) and isinstance(value, int) else value
-            values[name] = check_type(f"--{name.replace('_', '-')}", value, hint)
-    run = train_lm(RLConfig(**values), log=lambda record: print(json.dumps(record), flush=True))
-    if run.config["output_dir"] and run.evals:
-        curves_figure({"policy": run}).savefig(Path(run.config["output_dir"]) / "curves.png")
-    for record in (run.evals[0], run.evals[-1]) if run.evals else ():
-        print(json.dumps({"eval_step": record["step"], **{k: v for k, v in record.items() if k != "step"}}))
+    cfg = train_lm_config(args)
+    console = Console()
+    run = train_lm(cfg, log=lambda r: console.step(r) if (r["step"] - 1) % cfg.log_every == 0 or
+                   r["step"] == cfg.max_steps else None)
+    out = Path(cfg.output_dir)
+    if run.evals:
+        curves_figure({"policy": run}).savefig(out / "curves.png")
+    console.evaluation(run.evals)
+    console.worked_example(run.worked_example, run.worked_check)
+    console.rich.print(f"written to {out}: metrics.jsonl, eval.jsonl, checkpoint.pt, policy/, curves.png", markup=False)
     return 0
 
 
@@ -383,6 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--all", action="store_true")
     bench.add_argument("--quick", action="store_true")
     bench.add_argument("--out")
+    bench.add_argument("--size", choices=["small", "large", "both"], help="lm-vs-trl: the model size(s) (default both)")
     bench.set_defaults(func=cmd_bench)
 
     # Its options come from RLConfig, whose module imports torch: they are parsed in cmd_train_lm, so that

@@ -15,15 +15,15 @@ BENCHMARKS: dict[str, str] = {
     "tabular": "lockstep tabular sampler vs gymnasium's FrozenLake; frozenlake-race wall time",
     "bugfix": "BugFixEnv steps/s warm and cold, and programs graded per second by isolation layer",
     "agent": "TinyAgent episodes with the KV cache vs recomputing every prefix at batch 64; pglab demo wall time",
-    "lm-vs-trl": "one train-lm step vs one TRL GRPOTrainer step on a tiny byte-level GPT-2 (needs pglab[bench])",
+    "lm-vs-trl": "train-lm vs TRL GRPOTrainer, paired steps at two sizes, and the GEMM-only bound (pglab[bench])",
 }
 """name -> one-line summary; the module is pglab.bench.NAME."""
 
 
-def run_benchmark(name: str, quick: bool = False) -> Result:
-    """Run the benchmark ``name``; ValueError naming the known ones otherwise."""
+def run_benchmark(name: str, quick: bool = False, **options) -> Result:
+    """Run the benchmark ``name`` (``options``: its own settings, e.g. size); ValueError naming the known ones."""
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}; `pglab bench --list` shows: {', '.join(BENCHMARKS)}")
-    result = importlib.import_module(f"pglab.bench.{name.replace('-', '_')}").run(quick=quick)
+    result = importlib.import_module(f"pglab.bench.{name.replace('-', '_')}").run(quick=quick, **options)
     result.provenance = result.provenance or provenance()
     return result

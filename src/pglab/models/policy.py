@@ -17,7 +17,7 @@ from typing import Protocol
 import torch
 
 from pglab.distributed import unwrap
-from pglab.models.hf import autocast, cache_keyword, cache_of, full_precision, reply_logits, restrict
+from pglab.models.hf import autocast, cache_keyword, cache_of, full_precision, reply_logits, shape_logits
 from pglab.models.tinyagent import KVCache, TinyAgent
 
 
@@ -41,8 +41,11 @@ class TokenPolicy(Protocol):
     max_length: int | None
     """Longest sequence the model takes (positions with an embedding), None when unbounded."""
 
-    def logits(self, ids: torch.Tensor, start: int = 1, group_size: int = 1) -> torch.Tensor:
-        """ids [B, T] -> logits [B, T - start, V] predicting ids[:, start:] (differentiable)."""
+    def logits(self, ids: torch.Tensor, start: int = 1, group_size: int = 1,
+               attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """ids [B, T] -> logits [B, T - start, V] predicting ids[:, start:] (differentiable).
+
+        ``attention_mask`` [B, T] is passed only when some prompt is left-padded (0 on the padding)."""
         ...
 
     def prefixes(self, sequences: list[list[int]]) -> Prefixes:
@@ -139,7 +142,8 @@ class HFPrefixes:
         self.cache = cache_of(out)
         self.length += new.sum(1)
         last = torch.tensor([len(c) - 1 for c in chunks])
-        return restrict(full_precision(out.logits[torch.tensor(place), last]), self.policy.banned)
+        return shape_logits(full_precision(out.logits[torch.tensor(place), last]), self.policy.banned,
+                            self.policy.temperature, self.policy.top_p)
 
     def keep(self, rows: list[int]) -> None:
         if rows == self.rows:
@@ -165,7 +169,10 @@ class TinyAgentPolicy:
         self.module, self.use_cache, self.pad_id = model, use_cache, pad_id
         self.max_length = unwrap(model).config.block_size
 
-    def logits(self, ids: torch.Tensor, start: int = 1, group_size: int = 1) -> torch.Tensor:
+    def logits(self, ids: torch.Tensor, start: int = 1, group_size: int = 1,
+               attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if attention_mask is not None:
+            raise ValueError("TinyAgent takes no left-padded prompts: pass rows that start with their first token")
         return self.module(ids)[:, start - 1:-1]
 
     def prefixes(self, sequences: list[list[int]]) -> Prefixes:
@@ -175,16 +182,28 @@ class TinyAgentPolicy:
 
 
 class HFPolicy:
-    """A Hugging Face causal LM (or its DDP wrapper) as a TokenPolicy, with ``banned`` ids at probability 0."""
+    """A Hugging Face causal LM (or its DDP wrapper) as a TokenPolicy: softmax(logits / temperature) with
+    ``banned`` ids at probability 0, cut to the ``top_p`` nucleus and renormalised, in scoring and sampling alike."""
 
     def __init__(self, model: torch.nn.Module, *, banned: torch.Tensor | None = None, pad_id: int = 0,
-                 use_cache: bool = True):
+                 use_cache: bool = True, temperature: float = 1.0, top_p: float = 1.0):
+        if not temperature > 0 or not 0 < top_p <= 1:
+            raise ValueError(f"pass temperature > 0 and 0 < top_p <= 1, got {temperature} and {top_p}")
         self.module, self.banned, self.pad_id, self.use_cache = model, banned, pad_id, use_cache
+        self.temperature, self.top_p = temperature, top_p
         config = unwrap(model).config
         self.max_length = getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
 
-    def logits(self, ids: torch.Tensor, start: int = 1, group_size: int = 1) -> torch.Tensor:
-        return restrict(reply_logits(self.module, ids, start, group_size), self.banned)
+    def logits(self, ids: torch.Tensor, start: int = 1, group_size: int = 1,
+               attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """ids [B, T] -> shaped logits [B, T - start, V]; ``attention_mask`` [B, T] only for left-padded prompts.
+
+        With top_p < 1 the token each position predicts (ids[:, start:]) stays in the nucleus, so a
+        sampled token at the nucleus edge never scores -inf under float rounding.
+        """
+        raw = reply_logits(self.module, ids, start, group_size, attention_mask)
+        keep = ids[:, start:] if self.top_p < 1 else None
+        return shape_logits(raw, self.banned, self.temperature, self.top_p, keep)
 
     def prefixes(self, sequences: list[list[int]]) -> Prefixes:
         return HFPrefixes(self, len(sequences)) if self.use_cache else RecomputedPrefixes(self, len(sequences),

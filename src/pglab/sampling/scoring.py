@@ -50,16 +50,25 @@ def sequence_log_probs(policy: TokenPolicy | torch.nn.Module, batch: TokenBatch 
     """
     policy = as_policy(policy)
     ids = batch.ids if isinstance(batch, TokenBatch) else batch
-    if not isinstance(batch, TokenBatch) or ids.shape[0] == group_size:
+    if not isinstance(batch, TokenBatch):
         return token_log_probs(policy.logits(ids, start, group_size), ids, start)
-    lengths = batch.attention_mask.sum(-1).clamp(min=start + 1)
+    padded = not bool(batch.attention_mask[:, :start].all())      # left-padded prompts need their mask
+
+    def logits(rows: torch.Tensor | slice, longest: int) -> torch.Tensor:
+        part = ids[rows, :longest]
+        extra = {"attention_mask": batch.attention_mask[rows, :longest]} if padded else {}
+        return token_log_probs(policy.logits(part, start, group_size, **extra), part, start)
+
+    if ids.shape[0] == group_size:
+        return logits(slice(None), ids.shape[1])
+    positions = torch.arange(ids.shape[1], device=ids.device)
+    lengths = ((batch.attention_mask > 0) * (positions + 1)).amax(-1).clamp(min=start + 1)   # last real token + 1
     chunks = length_chunks(lengths, chunk_tokens, group_size)
     width = ids.shape[1]
     parts = []
     for rows in chunks:
         longest = int(lengths[rows].max())
-        part = ids[rows, :longest]
-        parts.append(F.pad(token_log_probs(policy.logits(part, start, group_size), part, start), (0, width - longest)))
+        parts.append(F.pad(logits(rows, longest), (0, width - longest)))
     inverse = torch.argsort(torch.cat(chunks))
     return torch.cat(parts)[inverse]
 

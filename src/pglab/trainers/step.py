@@ -14,6 +14,7 @@ def policy_gradient_step(
     *,
     max_grad_norm: float | None = 1.0,
     skip_zero_grad: bool = True,
+    zero_grad: bool = True,
 ) -> dict:
     """Backward, clip the global gradient norm, and step, unless the gradient carries no signal.
 
@@ -21,8 +22,10 @@ def policy_gradient_step(
     parameters stay bit-identical, no optimizer state moves) when the gradient is not finite
     (reason "non-finite gradient") or, with ``skip_zero_grad``, exactly zero (reason "zero
     gradient": e.g. a batch whose advantages are all 0, where Adam's momentum would still move).
+    ``zero_grad=False`` adds this loss's gradient to the ones already accumulated (gradient accumulation).
     """
-    optimizer.zero_grad(set_to_none=False)
+    if zero_grad:
+        optimizer.zero_grad(set_to_none=False)
     loss.backward()
     params = [p for p in model.parameters() if p.grad is not None]
     grads = [p.grad for p in params]

@@ -12,6 +12,9 @@ from pglab.estimators.advantages import KINDS, SCALES, uses_groups
 from pglab.estimators.losses import MODES
 from pglab.trainers.token_pg import KL_IN
 
+SCHEDULES = ("constant", "linear", "cosine")
+CHAT_TEMPLATES = ("auto", "always", "never")
+REPORT_TO = ("none", "tensorboard")
 STDS = {"population": {"unbiased": False, "eps": 1e-8}, "sample": {"unbiased": True, "eps": 1e-4}}
 """GRPO's divisor: the book's population std, or TRL's sample std (TRL's GRPO, ``scale_rewards="group"``)."""
 
@@ -23,27 +26,58 @@ class RLConfig:
     model: str = "default"
     """A causal-LM folder (or hub id) for AutoModelForCausalLM.from_pretrained; "default": the embedded tiny GPT-2."""
     default_size: str = "full"
-    """Size of the embedded default when model is "default": full (pretrained in <= 3 min) or quick (seconds)."""
+    """Size of the embedded default when model is "default": full (built once, minutes on a CPU) or quick (seconds)."""
     reward: str = "vader"
-    """vader | hf-classifier:PATH (positive minus negative logit) | module:function (texts -> floats)."""
+    """Comma-separated: vader | hf-classifier:PATH | module:function (TRL's (prompts, completions, **kw) or texts)."""
+    reward_weights: tuple[float, ...] = ()
+    """One weight per reward function (empty: all 1); the score is the weighted sum, as TRL's reward_weights."""
     prompts: str | None = None
-    """A text file with one prompt per line (split 7:1 into train and eval); None: held-out synthetic reviews."""
+    """A .txt file (one prompt a line), .jsonl/.json/.parquet file or save_to_disk folder; None: synthetic reviews."""
+    prompt_column: str = "prompt"
+    """The dataset column of the prompts (text, or chat messages); the other columns are passed to the rewards."""
+    chat_template: str = "auto"
+    """auto: chat-message prompts go through the tokenizer's template (as TRL) | always: text prompts too | never."""
     max_steps: int = 200
     """Optimiser steps."""
     learning_rate: float = 1e-3
-    """Adam step size."""
+    """Adam step size (fused Adam where torch has it), at the peak of the schedule."""
+    lr_scheduler_type: str = "constant"
+    """constant | linear | cosine (transformers' get_scheduler), after the warm-up."""
+    warmup_steps: int = 0
+    """Optimiser steps of linear warm-up from 0 (overrides warmup_ratio when > 0)."""
+    warmup_ratio: float = 0.0
+    """Share of all optimiser steps spent warming up."""
+    gradient_accumulation_steps: int = 1
+    """Score and back-propagate each step's replies in this many parts (whole groups); the update is unchanged."""
+    num_iterations: int = 1
+    """Optimiser steps per sampled batch; after the first, PPO's clipped ratio pi / pi_old (TRL's num_iterations)."""
+    epsilon: float = 0.2
+    """Clipping range of the ratio when num_iterations > 1: [1 - epsilon, 1 + epsilon_high]."""
+    epsilon_high: float | None = None
+    """Upper clipping range (None: epsilon)."""
+    lora_r: int = 0
+    """LoRA rank (peft; 0: train every weight). With LoRA only the adapter is trained and saved, and the
+    reference is the base model with the adapter disabled."""
+    lora_alpha: float = 16.0
+    """LoRA scaling numerator (the update is alpha / r x B A)."""
+    lora_target_modules: tuple[str, ...] = ()
+    """Module names LoRA adapts (empty: peft's default for the architecture)."""
     prompts_per_step: int = 16
     """Prompts per step (the global batch under torchrun; divisible by the number of processes)."""
     num_generations: int = 4
     """Replies sampled per prompt (K, the group of RLOO and GRPO)."""
-    prompt_length: int = 8
-    """Every prompt is cut to its first this-many tokens (shorter prompts are dropped)."""
+    prompt_length: int | None = None
+    """Cut every prompt to its first this-many tokens, dropping shorter ones (None: whole; synthetic reviews: 8)."""
     max_completion_length: int = 24
     """Reply tokens sampled per prompt."""
     ban_eos: bool = True
     """Give end-of-text probability 0 when sampling and scoring: every reply has max_completion_length tokens."""
     banned_tokens: tuple[int, ...] = ()
     """More token ids to ban, in sampling and in scoring alike."""
+    temperature: float = 1.0
+    """Sample from softmax(logits / temperature); the policy scored and differentiated is the same one."""
+    top_p: float = 1.0
+    """Sample from the top-p nucleus, renormalised (1: the whole vocabulary); applied in scoring too."""
     advantage: str = "rloo"
     """reinforce (EMA baseline) | rloo (leave-one-out) | grpo (group-normalised) | dr_grpo (centred only)."""
     scale_rewards: str = "group"
@@ -75,7 +109,11 @@ class RLConfig:
     samples: int = 4
     """Samples kept per evaluation."""
     output_dir: str | None = None
-    """Folder for metrics.jsonl, eval.jsonl, checkpoint.pt and the final policy (None: nothing is written)."""
+    """Folder for metrics.jsonl, eval.jsonl, checkpoint.pt and the final policy (CLI: runs/train-lm; None: none)."""
+    report_to: str = "none"
+    """none | tensorboard (scalars under output_dir/tensorboard; needs the tensorboard package)."""
+    log_every: int = 1
+    """Print a row of the step table every this-many steps."""
     checkpoint_every: int = 50
     """Write checkpoint.pt (atomically) every this-many steps, and at the end (0: only at the end)."""
     resume: bool = False
@@ -83,16 +121,21 @@ class RLConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the fix for any inconsistent setting."""
-        positive = ("max_steps", "prompts_per_step", "prompt_length", "max_completion_length", "eval_prompts",
-                    "eval_generations")
+        positive = ("max_steps", "prompts_per_step", "max_completion_length", "eval_prompts", "eval_generations",
+                    "gradient_accumulation_steps", "num_iterations", "log_every")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.prompt_length is not None and self.prompt_length < 1:
+            raise ValueError(f"--prompt-length must be at least 1 (or None: whole prompts), got {self.prompt_length}")
         for name, value, known in (("advantage", self.advantage, KINDS), ("kl-in", self.kl_in, KL_IN),
                                    ("scale-rewards", self.scale_rewards, SCALES),
                                    ("std", self.std, STDS),
                                    ("aggregation", self.aggregation or "token_mean", MODES),
-                                   ("device", self.device, ("cpu", "cuda"))):
+                                   ("device", self.device, ("cpu", "cuda")),
+                                   ("lr-scheduler-type", self.lr_scheduler_type, SCHEDULES),
+                                   ("chat-template", self.chat_template, CHAT_TEMPLATES),
+                                   ("report-to", self.report_to, REPORT_TO)):
             if value not in known:
                 raise ValueError(f"unknown --{name} {value!r}; pass one of {', '.join(known)}")
         if uses_groups(self.advantage) and self.num_generations < 2:
@@ -100,10 +143,39 @@ class RLConfig:
                              "pass --num-generations >= 2")
         if self.beta < 0 or self.learning_rate <= 0:
             raise ValueError("pass --beta >= 0 and --learning-rate > 0")
+        if not self.temperature > 0 or not 0 < self.top_p <= 1:
+            raise ValueError(f"pass --temperature > 0 and 0 < --top-p <= 1, got {self.temperature} and {self.top_p}")
+        if self.warmup_steps < 0 or not 0 <= self.warmup_ratio < 1:
+            raise ValueError("pass --warmup-steps >= 0 and 0 <= --warmup-ratio < 1")
+        if not self.epsilon > 0 or (self.epsilon_high is not None and not self.epsilon_high > 0):
+            raise ValueError("pass --epsilon > 0 (and --epsilon-high > 0 or None)")
+        if self.lora_r < 0 or not self.lora_alpha > 0:
+            raise ValueError("pass --lora-r >= 0 (0: no LoRA) and --lora-alpha > 0")
+        specs = self.reward_specs
+        if self.reward_weights and len(self.reward_weights) != len(specs):
+            raise ValueError(f"--reward-weights has {len(self.reward_weights)} weights for {len(specs)} reward "
+                             "functions; pass one weight per function in --reward (or none)")
         if self.resume and not self.output_dir:
             raise ValueError("--resume needs --output-dir (the folder holding checkpoint.pt)")
         if self.device == "cuda" and not torch.cuda.is_available():
             raise ValueError("--device cuda but torch sees no CUDA device; pass --device cpu")
+
+    @property
+    def reward_specs(self) -> list[str]:
+        """The reward functions named in ``reward`` (comma-separated)."""
+        specs = [s.strip() for s in self.reward.split(",") if s.strip()]
+        if not specs:
+            raise ValueError("--reward is empty; pass vader, hf-classifier:PATH or module:function")
+        return specs
+
+    @property
+    def optimizer_steps(self) -> int:
+        return self.max_steps * self.num_iterations
+
+    @property
+    def warmup(self) -> int:
+        """Warm-up length in optimiser steps."""
+        return self.warmup_steps or int(self.warmup_ratio * self.optimizer_steps)
 
     @property
     def std_options(self) -> dict:
@@ -126,4 +198,4 @@ def config_help() -> dict[str, str]:
     return docs
 
 
-__all__ = ["STDS", "RLConfig", "config_help"]
+__all__ = ["CHAT_TEMPLATES", "REPORT_TO", "SCHEDULES", "STDS", "RLConfig", "config_help"]

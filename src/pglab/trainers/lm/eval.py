@@ -9,12 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
-from pglab.distributed import unwrap
-from pglab.estimators import discounted_returns, exact_kl, kl_shaped_rewards
-from pglab.models.hf import reply_logits
+from pglab.estimators import discounted_returns, kl_shaped_rewards
+from pglab.models.policy import HFPolicy
 from pglab.sampling.replies import decode_replies
-from pglab.sampling.scoring import token_log_probs
 
 
 def distinct_n(texts: list[str], n: int) -> float:
@@ -42,37 +41,47 @@ class ScoredReplies:
     ref_logp: torch.Tensor
     """[B, T] reference log-probs of the same tokens."""
     exact_kl: torch.Tensor
-    """[B] sum over reply positions of the exact per-position KL(pi || ref) over the (allowed) vocabulary."""
+    """[B] sum over reply positions of the exact per-position KL(pi || ref) over the vocabulary pi can sample."""
     entropy: torch.Tensor
     """[B] sum over reply positions of the policy's entropy."""
 
 
+def support_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """KL(p || q) over the last dim from log-probabilities [..., V]; ids where p is 0 (log -inf) add nothing."""
+    p = logp.exp()
+    return torch.where(p > 0, p * (logp - ref_logp), 0.0).sum(-1)
+
+
 @torch.no_grad()
-def score_replies(policy: torch.nn.Module, ref: torch.nn.Module, tokenizer: Any, ids: torch.Tensor,
-                  mask: torch.Tensor, prompt_length: int, reward: Callable, banned: torch.Tensor | None,
-                  chunk: int = 32) -> ScoredReplies:
-    """Teacher-force ids [B, T] through policy and reference (``chunk`` rows at a time) and score the texts."""
-    vocab = unwrap(policy).get_output_embeddings().weight.shape[0]
-    keep = torch.ones(vocab, dtype=torch.bool, device=ids.device)
-    if banned is not None:
-        keep[banned] = False
-    allowed = keep.nonzero().flatten()
+def score_replies(policy: HFPolicy, reference: Callable[[], Any], tokenizer: Any, ids: torch.Tensor,
+                  mask: torch.Tensor, prompt_length: int, reward: Callable, prompt_mask: torch.Tensor | None = None,
+                  completions: Callable[[list[str]], Any] | None = None, chunk: int = 32) -> ScoredReplies:
+    """Teacher-force ids [B, T] through the policy and the reference (``chunk`` rows at a time) and score them.
+
+    ``policy`` is the sampled policy (temperature, banned ids, top-p); ``reference()`` is a context
+    giving the reference HFPolicy (same temperature and banned ids, no nucleus). The exact KL and
+    the entropy are over the vocabulary the policy can sample. ``completions(replies)``, when given,
+    builds what ``reward.score`` takes; else ``reward`` gets prompt + reply texts.
+    """
+    attention = mask.clone()
+    attention[:, :prompt_length] = 1 if prompt_mask is None else prompt_mask
     parts: dict[str, list[torch.Tensor]] = {"logp": [], "ref_logp": [], "kl": [], "entropy": []}
     for i in range(0, ids.shape[0], chunk):
         rows, m = ids[i:i + chunk], mask[i:i + chunk, prompt_length:].to(torch.float64)
-        logits = reply_logits(unwrap(policy), rows, prompt_length).index_select(-1, allowed).double()
-        ref_logits = reply_logits(unwrap(ref), rows, prompt_length).index_select(-1, allowed).double()
-        local = torch.searchsorted(allowed, rows.clamp(max=vocab - 1))  # position of each id among the allowed
-        parts["logp"].append(torch.where(mask[i:i + chunk].bool(), token_log_probs(logits, local, prompt_length), 0.0))
-        parts["ref_logp"].append(torch.where(mask[i:i + chunk].bool(),
-                                             token_log_probs(ref_logits, local, prompt_length), 0.0))
-        parts["kl"].append((exact_kl(logits, ref_logits) * m).sum(-1))
-        logq = torch.log_softmax(logits, -1)
-        parts["entropy"].append((-(logq.exp() * logq).sum(-1) * m).sum(-1))
+        extra = {"attention_mask": attention[i:i + chunk]} if prompt_mask is not None else {}
+        logq = torch.log_softmax(policy.logits(rows, prompt_length, **extra).double(), -1)
+        with reference() as ref:
+            ref_logq = torch.log_softmax(ref.logits(rows, prompt_length, **extra).double(), -1)
+        picked = rows[:, prompt_length:, None]
+        on = mask[i:i + chunk].bool()
+        parts["logp"].append(torch.where(on, F.pad(logq.gather(-1, picked)[..., 0], (prompt_length, 0)), 0.0))
+        parts["ref_logp"].append(torch.where(on, F.pad(ref_logq.gather(-1, picked)[..., 0], (prompt_length, 0)), 0.0))
+        parts["kl"].append((support_kl(logq, ref_logq) * m).sum(-1))
+        parts["entropy"].append((-support_kl(logq, torch.zeros_like(logq)) * m).sum(-1))
     texts, replies = decode_replies(tokenizer, ids, mask, prompt_length)
+    scores = reward.score(completions(replies)) if completions is not None else reward(texts)
     cat = {k: torch.cat(v) for k, v in parts.items()}
-    return ScoredReplies(ids, mask, texts, replies, reward(texts), cat["logp"], cat["ref_logp"], cat["kl"],
-                   cat["entropy"])
+    return ScoredReplies(ids, mask, texts, replies, scores, cat["logp"], cat["ref_logp"], cat["kl"], cat["entropy"])
 
 
 def reply_metrics(r: ScoredReplies, reward: Any) -> dict:
@@ -107,7 +116,8 @@ def worked_example(r: ScoredReplies, row: int, beta: float, tokenizer: Any,
              "log_ref": float(ref[0, t]), "log_ratio": float(logp[0, t] - ref[0, t]), "r_t": float(rewards[0, t]),
              "G_t": float(returns[0, t])} for t in positions]
     ratio_sum = float(((logp - ref) * m).sum())
-    check = {"prompt": tokenizer.decode(r.ids[row, :prompt_length].tolist()), "R": float(r.scores[row]),
+    prompt = tokenizer.decode(r.ids[row, :prompt_length].tolist(), skip_special_tokens=True)
+    check = {"prompt": prompt, "R": float(r.scores[row]),
              "beta": beta, "sum_log_ratio": ratio_sum, "R_minus_beta_sum": float(r.scores[row]) - beta * ratio_sum,
              "G_0": rows[0]["G_t"], "sum_r_t": float(rewards.sum())}
     gaps = (check["G_0"] - check["R_minus_beta_sum"], check["sum_r_t"] - check["G_0"])
