@@ -12,43 +12,10 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from pglab.report import format_value, write_index, write_report
+from pglab.report import print_result, write_index, write_report
 from pglab.result import Result
 
 DEFAULT_OUT = Path("runs")
-
-
-def print_result(result: Result, folder: Path | None = None, written: list[Path] | None = None,
-                 max_rows: int = 20) -> None:
-    """Print a Result's claims and tables on the terminal."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get whole columns
-    for name, rows in result.tables.items():
-        if not rows:
-            continue
-        table = Table(title=name, title_justify="left")
-        columns = list(dict.fromkeys(k for row in rows for k in row))
-        for c in columns:
-            table.add_column(str(c))
-        for row in rows[:max_rows]:
-            table.add_row(*(escape(format_value(row.get(c, ""))) for c in columns))
-        if len(rows) > max_rows:
-            table.caption = f"{len(rows) - max_rows} more rows in the CSV"
-        console.print(table)
-    if result.checks:
-        table = Table(title="claims", title_justify="left")
-        for c in ("claim", "measured", "expected", "ok"):
-            table.add_column(c)
-        for check in result.checks:
-            ok = "[green]yes[/green]" if check.passed else "[red]NO[/red]"
-            table.add_row(escape(check.claim), format_value(check.value), escape(check.expected), ok)
-        console.print(table)
-    if folder is not None:
-        kinds = ", ".join(dict.fromkeys(p.suffix.lstrip(".") for p in written or []))
-        console.print(f"results written to [bold]{folder}[/bold] ({kinds})")
 
 
 class UsageError(ValueError):

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -226,3 +227,38 @@ def write_index(entries: list[tuple[str, Path, bool]], out_dir: str | Path) -> P
     path = out / "index.html"
     path.write_text(page)
     return path
+
+
+def print_result(result: Result, folder: Path | None = None, written: list[Path] | None = None,
+                 max_rows: int = 20) -> None:
+    """Print a Result's claims and tables on the terminal."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 160)  # logs and pipes get whole columns
+    for name, rows in result.tables.items():
+        if not rows:
+            continue
+        table = Table(title=name, title_justify="left")
+        columns = list(dict.fromkeys(k for row in rows for k in row))
+        for c in columns:
+            table.add_column(str(c))
+        for row in rows[:max_rows]:
+            table.add_row(*(escape(format_value(row.get(c, ""))) for c in columns))
+        if len(rows) > max_rows:
+            table.caption = f"{len(rows) - max_rows} more rows in the CSV"
+        console.print(table)
+    if result.checks:
+        table = Table(title="claims", title_justify="left")
+        for c in ("claim", "measured", "expected", "ok"):
+            table.add_column(c)
+        for check in result.checks:
+            ok = "[green]yes[/green]" if check.passed else "[red]NO[/red]"
+            table.add_row(escape(check.claim), format_value(check.value), escape(check.expected), ok)
+        console.print(table)
+    if folder is not None:
+        kinds = ", ".join(dict.fromkeys(p.suffix.lstrip(".") for p in written or []))
+        console.print(f"results written to [bold]{folder}[/bold] ({kinds})")
+
+
