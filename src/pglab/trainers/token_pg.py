@@ -85,8 +85,9 @@ def pg_update(policy: TokenPolicy, optimizer: torch.optim.Optimizer, batch: Toke
     groups = rows // group_size
     if micro_batches < 1 or groups % micro_batches:
         raise ValueError(f"micro_batches must divide the {groups} groups of this process, got {micro_batches}")
+    dtype = next(policy.module.parameters()).dtype          # the scores' precision is the policy's
     mask_all = batch.action_mask.to(torch.float64)
-    scores = batch.rewards.to(torch.float64)
+    scores = batch.rewards.to(dtype)
     all_scores = gather_rows(scores)
     reply_adv = advantages(all_scores, advantage, group_size, baseline=baseline, scale=scale, unbiased=unbiased,
                            eps=eps)[rank * rows:(rank + 1) * rows]
