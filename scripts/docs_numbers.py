@@ -29,7 +29,8 @@ NUMBERS = ROOT / "docs" / "numbers.json"
 EXPERIMENTS = ("tinyagent-reinforce", "tinyagent-masking", "tinyagent-baselines", "tinyagent-reward-to-go",
                "aggregation", "design-problems", "lm-kl", "lm-beta-optimum", "bandit-lab")
 """The experiments the docs quote, run at full size with their default seeds."""
-MARK = re.compile(r"(?P<number>[-+]?\d[\d,]*(?:\.\d+)?)(?P<percent>%?)<!-- n (?P<key>[^>]+?) -->")
+MARK = re.compile(r"(?<![\w.>])(?P<number>[-+]?\d[\d,]*(?:\.\d+)?)(?P<percent>%?)<!-- n (?P<key>[^>]+?) -->")
+"""A marked number; a sign right after another marker is the dash of a range (0.59-0.85), not the number's."""
 
 
 def documents(root: Path = ROOT) -> list[Path]:
