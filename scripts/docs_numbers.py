@@ -27,9 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 NUMBERS = ROOT / "docs" / "numbers.json"
 EXPERIMENTS = ("tinyagent-reinforce", "tinyagent-masking", "tinyagent-baselines", "tinyagent-reward-to-go",
-               "aggregation", "design-problems", "lm-kl", "lm-beta-optimum", "bandit-lab")
+               "aggregation", "design-problems", "lm-beta-optimum", "bandit-lab")
 """The experiments the docs quote, run at full size with their default seeds."""
-MARK = re.compile(r"(?P<number>[-+]?\d[\d,]*(?:\.\d+)?)(?P<percent>%?)<!-- n (?P<key>[^>]+?) -->")
+MARK = re.compile(r"(?<![\w.>])(?P<number>[-+]?\d[\d,]*(?:\.\d+)?)(?P<percent>%?)<!-- n (?P<key>[^>]+?) -->")
+"""A marked number; a sign right after another marker is the dash of a range (0.59-0.85), not the number's."""
 
 
 def documents(root: Path = ROOT) -> list[Path]:
@@ -48,9 +49,9 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def collect(runs: Path, run_missing: bool) -> dict[str, float]:
-    """experiment:metric -> value for every numeric metric of every experiment's runs/NAME/result.json."""
-    numbers = {}
+def collect(runs: Path, run_missing: bool) -> tuple[dict[str, float], dict[str, dict]]:
+    """(experiment:metric -> value for every numeric metric of runs/NAME/result.json, NAME -> its provenance)."""
+    numbers, sources = {}, {}
     for name in EXPERIMENTS:
         path = runs / name / "result.json"
         if not path.exists():
@@ -61,9 +62,10 @@ def collect(runs: Path, run_missing: bool) -> dict[str, float]:
 
             write_report(run_experiment(name), path.parent)
         result = json.loads(path.read_text())
+        sources[name] = {k: result["provenance"].get(k) for k in ("commit", "time_utc", "command")}
         numbers.update({f"{name}:{k}": float(v) for k, v in result["metrics"].items()
                         if isinstance(v, (int, float)) and not isinstance(v, bool)})
-    return numbers
+    return numbers, sources
 
 
 def render(value: float, shown: str, percent: bool) -> str:
@@ -96,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         numbers = json.loads(NUMBERS.read_text())["numbers"]
     else:
-        numbers = collect(args.runs, args.run)
-        NUMBERS.write_text(json.dumps({"provenance": {
+        numbers, sources = collect(args.runs, args.run)
+        NUMBERS.write_text(json.dumps({"provenance": {"runs": sources,
             "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": cpu_name(),
             "platform": platform.platform(), "experiments": list(EXPERIMENTS),
             "note": "float results differ between CPUs, and so do cloned and trained agents: the docs quote medians "

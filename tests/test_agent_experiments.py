@@ -1,5 +1,6 @@
 """The agents-ch6 experiments at reduced size, and the probe helpers they share."""
 
+import pytest
 import torch
 
 from pglab.batch import TokenBatch
@@ -42,3 +43,22 @@ def test_the_loss_reaches_only_successful_policy_tokens_directly(cloned_agent, t
     direct, norms = loss_gradients(cloned_agent, batch)
     assert torch.equal(direct, (batch.action_mask > 0) & (batch.rewards[:, None] > 0))
     assert norms[(batch.owner == TOOL) & (batch.rewards[:, None] > 0)].mean() > 0
+
+
+def test_the_variance_parabola_has_its_vertex_at_b_star():
+    """V(b) = total variance of (R - b) g is the parabola through its values at 0, 0.5 and 1; its vertex is
+    trace Cov(R g, g) / trace Cov(g, g), which b* = sum R |g|^2 / sum |g|^2 approximates by leaving out the mean
+    gradient (tinyagent-baselines claims the two agree within b*'s standard error)."""
+    from pglab.estimators import total_variance
+    from pglab.experiments.tinyagent_baselines import parabola
+
+    gen = torch.Generator().manual_seed(0)
+    rewards = (torch.rand(50, generator=gen, dtype=torch.float64) < 0.2).double()
+    scores = torch.randn(50, 7, generator=gen, dtype=torch.float64) * (1 + rewards[:, None])
+    a, c1, c0 = parabola(rewards, scores)
+    for b in (-0.3, 0.2, 1.7):
+        assert a * b * b + c1 * b + c0 == pytest.approx(float(total_variance((rewards - b)[:, None] * scores)),
+                                                        rel=1e-12)
+    centred = scores - scores.mean(0)
+    assert -c1 / (2 * a) == pytest.approx(float((rewards[:, None] * scores * centred).sum() / centred.pow(2).sum()),
+                                          rel=1e-12)

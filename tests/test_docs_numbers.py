@@ -40,8 +40,8 @@ def test_every_key_names_an_experiment_of_the_file():
 def test_render_keeps_the_digits_the_text_shows():
     numbers = {"x:a": 0.90334, "x:b": 0.4312, "x:c": -0.0512, "x:d": 166912.0}
     text = ("r 0.9<!-- n x:a --> / 0.903<!-- n x:a -->, cut 43%<!-- n x:b -->, change +0.01<!-- n x:c -->, "
-            "1,000<!-- n x:d --> parameters, 1.0<!-- n x:e -->")
+            "1,000<!-- n x:d --> parameters, 1.0<!-- n x:e -->, range 0.1<!-- n x:b -->-0.2<!-- n x:a -->")
     new, missing = docs_numbers.rewrite(text, numbers)
     assert new == ("r 0.9<!-- n x:a --> / 0.903<!-- n x:a -->, cut 43%<!-- n x:b -->, change -0.05<!-- n x:c -->, "
-                   "166,912<!-- n x:d --> parameters, 1.0<!-- n x:e -->")
+                   "166,912<!-- n x:d --> parameters, 1.0<!-- n x:e -->, range 0.4<!-- n x:b -->-0.9<!-- n x:a -->")
     assert missing == ["x:e"]

@@ -6,13 +6,17 @@ import numpy as np
 import pytest
 import torch
 
+from pglab.result import Result
 from pglab.stats import (
     binomial_se,
     book_tolerance,
     bootstrap_counts,
     bootstrap_se,
+    check_one_more,
+    count_tail_p,
     half_unit,
     mean_gap,
+    prediction_half_width,
     rank_sum_p,
     sd_ratio,
     standard_error,
@@ -194,3 +198,29 @@ def test_rank_sum_p_refuses_empty_or_nan_groups():
         rank_sum_p([], [1.0])
     with pytest.raises(ValueError, match="finite"):
         rank_sum_p([1.0, float("nan")], [2.0])
+
+
+def test_prediction_interval_covers_one_more_draw_95_percent_of_the_time():
+    """Normal draws of 4: the next draw lands inside t_3 sd sqrt(1 + 1/4) in 95% of 4,000 trials (se 0.0034)."""
+    rng = np.random.default_rng(0)
+    draws = rng.normal(size=(4000, 5))
+    inside = [abs(d[4] - d[:4].mean()) <= prediction_half_width(d[:4]) for d in draws]
+    assert abs(np.mean(inside) - 0.95) < 4 * math.sqrt(0.95 * 0.05 / 4000)
+    assert prediction_half_width(np.array([1.0, 3.0]), extra_se=0.0) == pytest.approx(12.706 * 2**0.5 * 1.5**0.5)
+
+
+def test_check_one_more_records_the_book_inside_or_outside_the_interval():
+    result = Result("x", {})
+    assert check_one_more(result, "inside", [1.0, 1.1, 0.9, 1.05], 1.02, log=True)
+    assert not check_one_more(result, "outside", [1.0, 1.1, 0.9, 1.05], 2.0, log=True)
+    assert check_one_more(result, "widened", [0.0, 0.01, -0.01], 0.5, book_se=0.2)
+    assert "prediction interval" in result.checks[0].tolerance
+
+
+def test_count_tail_p_is_the_binomial_tail_on_the_count_side():
+    assert count_tail_p(0, 12, 0.1) == pytest.approx(0.9**12)
+    assert count_tail_p(12, 12, 0.9) == pytest.approx(0.9**12)
+    assert count_tail_p(2, 12, 0.312) == pytest.approx(sum(math.comb(12, k) * 0.312**k * 0.688 ** (12 - k)
+                                                          for k in range(3)))
+    with pytest.raises(ValueError, match="count"):
+        count_tail_p(13, 12, 0.5)

@@ -60,11 +60,11 @@ class Config:
     """CartPole-v1's time limit (a truncation)."""
     final_updates: int = 5
     """The final mean return of a run averages its last this many updates (envs episodes each)."""
-    threshold: float = 400.0
-    """The G_t - V(s_t) median must reach this (at least 400 of the 500-step limit; the book: about 500)."""
+    book_claim: bool = True
+    """Claim the G_t - V(s_t) median against the book's "close to 500" (off at QUICK size: too few updates)."""
 
     QUICK: ClassVar[dict] = {"seeds": 3, "backend": "serial", "weightings": ("return", "advantage"), "updates": 14,
-                             "envs": 8, "final_updates": 3, "threshold": 0.0}
+                             "envs": 8, "final_updates": 3, "book_claim": False}
     MIN_SEEDS: ClassVar[int] = 3
     """With 2 seeds per weighting the rank test's smallest p-value is 1/6, so no ordering could be shown."""
 
@@ -142,10 +142,11 @@ def run(config: Config, result: Result) -> None:
                      f"{BOOK_FINAL[low]:g} < {BOOK_FINAL[high]:g}; medians {medians[low]:.0f} < {medians[high]:.0f}; "
                      f"per-seed finals {', '.join(f'{x:.0f}' for x in finals[low])} vs "
                      f"{', '.join(f'{x:.0f}' for x in finals[high])}")
-    if "advantage" in medians and config.threshold > 0:
-        result.check_range(f"median final return of {LABELS['advantage']}", medians["advantage"],
-                           low=config.threshold,
-                           tolerance="target: at least 400 of the 500-step limit; the book reaches about 500")
+    if "advantage" in medians and config.book_claim:
+        book = BOOK_FINAL["advantage"]
+        result.check_close(f"median final return of {LABELS['advantage']} vs the book's close to {book:g}",
+                           medians["advantage"], book, 50.0,
+                           tolerance="the book's precision: half a hundred (it prints roughly 40, 300 and 500)")
     result.figures["learning_curves"] = curves_figure(curves, config.envs, config.max_episode_steps)
 
 

@@ -1,7 +1,9 @@
 """design-problems: three failure modes of REINFORCE measured on TinyAgent and a bandit (agents-ch6 §6.8).
 
 1. Gradient noise: the cosine between the gradient estimates of two independent, disjoint batches
-   of base-agent episodes (advantage R - mean R), for batches of 8, 32 and 120 episodes.
+   of base-agent episodes (advantage R - mean R), for batches of 8, 32 and 120 episodes, on several
+   base agents: the cosine is set by the gradient's signal-to-noise ratio, which varies with the
+   cloning seed, so the book's agent is compared as one more draw from ours.
 2. Detaching the wrong tensor: on a five-call bandit with a baseline read off the policy's own
    probabilities, the estimate with the baseline detached against attached, vs the exact gradient.
 3. The zero-advantage batch: after one ordinary Adam step, a step on all-zero advantages moves the

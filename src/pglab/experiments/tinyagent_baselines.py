@@ -29,7 +29,7 @@ from pglab.estimators import optimal_constant_baseline, total_variance
 from pglab.models import build_tokenizer
 from pglab.plots import new_figure
 from pglab.result import Result
-from pglab.stats import check_one_more
+from pglab.stats import bootstrap_se, check_one_more
 from pglab.threads import single_torch_thread
 from pglab.trainers.cloning import make_base_agent
 from pglab.trainers.probe import episode_gradients
@@ -56,6 +56,8 @@ class Config:
     """Seed of the probe batch's generator (the same for every base agent, as in the book)."""
     other_seed: int = 4
     """Seed of the separate batch that fixes the per-task baselines."""
+    resamples: int = 200
+    """Bootstrap resamples of the episodes for the standard error of b*."""
 
     MIN_SEEDS: ClassVar[int] = 3
     QUICK: ClassVar[dict] = {"seeds": 3, "per_task": 4}
@@ -114,6 +116,8 @@ def measure(seed: int, config: Config) -> dict:
             "policy tokens: success / failure": split(probe.owner == POLICY),
             "tool tokens: success / failure": split(probe.owner == TOOL),
             "turns: success / failure": f"{float(turns[success].mean()):.2f} / {float(turns[~success].mean()):.2f}",
+            "se(b*)": bootstrap_se(lambda s: float((s[:, 0] * s[:, 1]).sum() / s[:, 1].sum()),
+                                   torch.stack([rewards, norms], 1), config.resamples, np.random.default_rng(seed)),
             "parabola": parabola(rewards, scores)}
 
 
@@ -123,6 +127,13 @@ def run(config: Config, result: Result) -> None:
     seeds = range(config.first_seed, config.first_seed + config.seeds)
     rows = [measure(seed, config) for seed in track(seeds, "base agents")]
     curves = {row["seed"]: row.pop("parabola") for row in rows}
+    for row in rows:
+        a, c1, _ = curves[row["seed"]]
+        row["vertex"] = -c1 / (2 * a)
+    gap = max(abs(row["b*"] - row["vertex"]) / row["se(b*)"] for row in rows)
+    result.check_range("b* = sum R |g|^2 / sum |g|^2 against the measured parabola's minimum: largest gap in se(b*)",
+                       gap, high=1.0, tolerance="one bootstrap standard error of b* at every base agent: leaving out "
+                                                "the mean gradient moves the minimum by less than b*'s own noise")
     result.tables["per_base_agent"] = rows
     book_ratios = {ratio: BOOK[num] / BOOK[den] for ratio, (num, den) in RATIOS.items()}
     book_ratios["b* / mean reward"] = BOOK_B["b*"] / BOOK_B["mean reward"]
