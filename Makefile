@@ -32,8 +32,9 @@ lint: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(VENV)/bin/pglab bench --all
 
-# Full-size runs of the experiments the docs quote (about 15 minutes on 2 cores), then docs/numbers.json and every
-# marked number in README.md and docs/*.md rewritten from them; tests/test_docs_numbers.py checks the result.
+# Full-size runs of the experiments the docs quote (about 10 minutes on 2 idle cores, an hour on a loaded one),
+# then docs/numbers.json and every marked number in README.md and docs/*.md rewritten from them;
+# tests/test_docs_numbers.py checks the result.
 docs-numbers: $(VENV)/.installed
 	rm -rf runs/docs-numbers
 	$(PY) scripts/docs_numbers.py --runs runs/docs-numbers --run
