@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NUMBERS = ROOT / "docs" / "numbers.json"
 EXPERIMENTS = ("tinyagent-reinforce", "tinyagent-masking", "tinyagent-baselines", "tinyagent-reward-to-go",
                "aggregation", "design-problems", "lm-kl", "lm-beta-optimum", "bandit-lab",
-               "cartpole")
+               "cartpole", "hf-agent")
 """The experiments the docs quote, run at full size with their default seeds (about 10 minutes on 2 idle cores)."""
 MARK = re.compile(r"(?<![\w.>])(?P<number>[-+]?\d[\d,]*(?:\.\d+)?)(?P<percent>%?)<!-- n (?P<key>[^>]+?) -->")
 """A marked number; a sign right after another marker is the dash of a range (0.59-0.85), not the number's."""
