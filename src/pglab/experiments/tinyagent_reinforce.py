@@ -95,11 +95,11 @@ def run(config: Config, result: Result) -> None:
                          "base_train_submit": stats["base_train"]["submit_rate"],
                          "base_heldout_valid": stats["base_heldout"]["valid_calls"],
                          "base_heldout_submit": stats["base_heldout"]["submit_rate"],
-                         "loss_vs_step": correlation_with_step([r["loss"] for r in history]),
+                         "loss_vs_step": correlation_with_step([r["score_loss"] for r in history]),
                          "reward_vs_step": correlation_with_step([r["reward"] for r in history]),
-                         "loss_change": net_change([r["loss"] for r in history], config.change_window),
+                         "loss_change": net_change([r["score_loss"] for r in history], config.change_window),
                          "reward_change": net_change([r["reward"] for r in history], config.change_window),
-                         "positive_loss_share": float(np.mean([r["loss"] > 0 for r in history])),
+                         "positive_loss_share": float(np.mean([r["score_loss"] > 0 for r in history])),
                          "seconds": trained["seconds"]})
         learning_curve(ax, history, run_["evals"], {} if k else {
             "scripted blind (train)": levels["train"]["blind"], "scripted random (train)": levels["train"]["random"]},

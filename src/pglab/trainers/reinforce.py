@@ -148,6 +148,7 @@ def train_reinforce(
                                baseline=baseline.value, mode=mode, norm_const=norm_const,
                                max_grad_norm=max_grad_norm)
             row = {"step": step, **episode_stats(batch), "baseline": baseline.value, "loss": update["loss"],
+                   "score_loss": update["score_loss"],
                    "grad_norm": update["grad_norm"], "skipped": update["skipped"], "heldout_pass": heldout,
                    "seconds": time.perf_counter() - tick}
             baseline.update(batch.rewards.mean())

@@ -47,6 +47,8 @@ def pg_update(policy: TokenPolicy, optimizer: torch.optim.Optimizer, batch: Toke
               chunk_tokens: int = CHUNK_TOKENS) -> dict:
     """One guarded step on this process's rows of ``batch`` -> the step's metrics (over all ranks).
 
+    The metrics hold ``loss`` (the surrogate stepped on) and ``score_loss`` (its part from the reply scores alone).
+
     ``batch.rewards`` [B] are the scores the baseline acts on; ``batch.token_rewards`` [B, T], when
     set, are added as reward-to-go. ``beta`` prices the KL to the reference (``batch.ref_logp``):
     k1 per token in the reward (``kl_in="reward"``, llm-ch6 §6.12) or k3 in the loss (TRL's GRPO).
@@ -71,7 +73,8 @@ def pg_update(policy: TokenPolicy, optimizer: torch.optim.Optimizer, batch: Toke
     all_scores = gather_rows(scores)
     reply_adv = advantages(all_scores, advantage, group_size, baseline=baseline, scale=scale, unbiased=unbiased,
                            eps=eps)
-    adv = per_token(reply_adv[rank * rows:(rank + 1) * rows], mask, token_rewards=token_rewards)
+    local_adv = reply_adv[rank * rows:(rank + 1) * rows]
+    adv = per_token(local_adv, mask, token_rewards=token_rewards)
 
     if mode == "constant":
         if norm_const is None:
@@ -80,16 +83,21 @@ def pg_update(policy: TokenPolicy, optimizer: torch.optim.Optimizer, batch: Toke
     elif mode == "token_mean" and size > 1:
         mode, norm_const = "constant", float(gather_rows(mask.sum()[None]).sum()) / size
     loss = reinforce_loss(logp, adv, mask, mode, norm_const)
+    # The part of the loss the reply scores make (the book's loss column): per-token rewards such as a format
+    # penalty or the KL carry no baseline, so they shift the total's sign.
+    score_loss = loss if token_rewards is None else reinforce_loss(logp.detach(), per_token(local_adv, mask), mask,
+                                                                  mode, norm_const)
     if beta > 0 and kl_in == "loss":
         loss = loss + beta * aggregate_loss(kl_estimate(logp, ref_logp, "k3"), mask, mode, norm_const)
     step = policy_gradient_step(policy.module, optimizer, loss, max_grad_norm=max_grad_norm)
 
     k1 = ((logp.detach() - ref_logp) * mask).sum(-1)
     gathered = gather_rows(torch.stack([k1, mask.sum(-1)], -1).detach())
-    loss_mean = gather_rows(torch.tensor([step["loss"]], dtype=torch.float64, device=logp.device)).mean()
+    losses = gather_rows(torch.tensor([[step["loss"], float(score_loss)]], dtype=torch.float64, device=logp.device))
     return {"reward": float(all_scores.mean()), "reward_std": float(all_scores.std()) if len(all_scores) > 1 else 0.0,
             "kl_k1": float(gathered[:, 0].mean()), "policy_tokens": float(gathered[:, 1].mean()),
-            "zero_adv_groups": zero_advantage_share(reply_adv, group_size), "loss": float(loss_mean),
+            "zero_adv_groups": zero_advantage_share(reply_adv, group_size), "loss": float(losses[:, 0].mean()),
+            "score_loss": float(losses[:, 1].mean()),
             "grad_norm": step["grad_norm"], "skipped": step["skipped"]}
 
 
