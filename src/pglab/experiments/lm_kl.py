@@ -63,8 +63,8 @@ class Config:
     """Claims hold by this many standard errors (one-sided, over seeds or over a run's held-out replies)."""
 
     MIN_SEEDS: ClassVar[int] = 3
-    QUICK: ClassVar[dict] = {"default_size": "quick", "steps": 40, "eval_every": 20, "eval_prompts": 16,
-                             "prompts_per_step": 8}
+    QUICK: ClassVar[dict] = {"default_size": "quick", "steps": 20, "eval_every": 10, "eval_prompts": 8,
+                             "prompts_per_step": 4}
 
 
 def mean_se(values: list[float]) -> tuple[float, float]:
@@ -95,8 +95,20 @@ def fold_claims(result: Result, zero: dict[int, list[dict]], config: Config) -> 
                                "seeds)", fold, high=target * math.exp(-k * se), tolerance=origin)
 
 
+def rl_config(config: Config, seed: int, beta: float):
+    """The ``train_lm`` settings of one (seed, beta) run."""
+    from pglab.trainers.lm import RLConfig
+
+    return RLConfig(model="default", default_size=config.default_size, reward="vader", max_steps=config.steps,
+                    learning_rate=config.learning_rate, prompts_per_step=config.prompts_per_step,
+                    num_generations=config.num_generations, prompt_length=config.prompt_length,
+                    max_completion_length=config.max_completion_length, advantage="rloo", beta=beta,
+                    eval_every=config.eval_every, eval_prompts=config.eval_prompts,
+                    eval_generations=config.eval_generations, seed=seed, samples=4, checkpoint_every=0)
+
+
 def run(config: Config, result: Result) -> None:
-    from pglab.trainers.lm import RLConfig, curves_figure, train_lm
+    from pglab.trainers.lm import curves_figure, train_lm
 
     if config.betas[0] != 0.0 or len(config.betas) < 2:
         raise ValueError("betas must start with 0 (the run without a penalty) and hold at least one positive beta")
@@ -113,12 +125,7 @@ def run(config: Config, result: Result) -> None:
     runs, evals = {}, {}
     for seed in seeds:
         for beta in config.betas:
-            cfg = RLConfig(model="default", default_size=config.default_size, reward="vader", max_steps=config.steps,
-                           learning_rate=config.learning_rate, prompts_per_step=config.prompts_per_step,
-                           num_generations=config.num_generations, prompt_length=config.prompt_length,
-                           max_completion_length=config.max_completion_length, advantage="rloo", beta=beta,
-                           eval_every=config.eval_every, eval_prompts=config.eval_prompts,
-                           eval_generations=config.eval_generations, seed=seed, samples=4, checkpoint_every=0)
+            cfg = rl_config(config, seed, beta)
             runs[seed, beta] = run_ = train_lm(cfg, progress=True)
             evals[seed, beta] = run_.evals
     keys = ("reward", "kl_exact", "kl_k1", "entropy", "ref_perplexity", "distinct_1", "distinct_2")
@@ -137,7 +144,12 @@ def run(config: Config, result: Result) -> None:
     result.figures["curves"] = curves_figure({f"beta = {beta:g}, seed {first}": runs[first, beta]
                                               for beta in config.betas})
 
-    k = config.sigmas
+    claims(result, evals, config)
+
+
+def claims(result: Result, evals: dict[tuple[int, float], list[dict]], config: Config) -> None:
+    """Every claim of lm-kl from the evaluations of each (seed, beta) run (``train_lm``'s ``evals``)."""
+    k, seeds = config.sigmas, sorted({seed for seed, _ in evals})
     fold_claims(result, {seed: evals[seed, 0.0] for seed in seeds}, config)
     for seed in seeds:
         ends = [evals[seed, beta][-1] for beta in config.betas]
