@@ -82,8 +82,9 @@ def fold_claims(result: Result, zero: dict[int, list[dict]], config: Config) -> 
               BOOK["ref_perplexity_ratio"], -1))
     for key, what, target, book, sign in specs:
         logs = [sign * math.log(max(ev[0][key], 1e-12) / max(ev[-1][key], 1e-12)) for ev in zero.values()]
+        # start / end for the folds (sign 1), end / start for the perplexity ratio (sign -1)
         m, se = mean_se(logs)
-        fold = math.exp(sign * m)
+        fold = math.exp(m)
         result.metrics[f"beta0_{key}_fold" if sign > 0 else f"beta0_{key}_ratio"] = fold
         origin = (f"{k:g} se of the mean log-ratio over {n} seeds (se = {se:.3f}); one-sided; the book's "
                   f"{book:.2g}")
