@@ -6,8 +6,9 @@ about 128 wide is trained on it by next-token prediction; both are saved with
 ``save_pretrained`` under the cache folder (``$PGLAB_CACHE``, else ``~/.cache/pglab``), so the
 RL trainer loads the default through the same ``from_pretrained`` path as any other model.
 The build is deterministic for a given size and seed; the folder name carries a hash of the
-size, so changing it rebuilds instead of reusing a stale model. Prompts are review openings
-from reviews generated with other seeds than the pretraining corpus (held-out text).
+size and of the corpus version, so changing either rebuilds instead of reusing a stale model.
+Prompts are review openings from reviews generated with other seeds than the pretraining corpus
+(held-out text).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from pglab.data.reviews import reviews
+from pglab.data.reviews import VERSION, reviews
 from pglab.progress import track
 
 EOS = "<|endoftext|>"
@@ -77,7 +78,7 @@ def cache_root() -> Path:
 def default_model_dir(size: str = "full") -> Path:
     """Where the embedded default of this size lives (built or not)."""
     spec = _size(size)
-    digest = hashlib.sha256(json.dumps(asdict(spec), sort_keys=True).encode()).hexdigest()[:10]
+    digest = hashlib.sha256(json.dumps({**asdict(spec), "corpus": VERSION}, sort_keys=True).encode()).hexdigest()[:10]
     return cache_root() / f"lm-default-{size}-{digest}"
 
 
