@@ -67,7 +67,8 @@ SIZES = {
 }
 """``full`` is the default of ``train-lm`` and ``lm-kl``; ``quick`` is for tests and ``--quick`` (seconds). ``full``
 stops at 100 steps, where its samples have more than 3 nats of entropy a token (real text's level, llm-ch6's GPT-2
-has 4.1); six times as many steps bring it below 2 nats, the corpus's own rate, too narrow for lm-kl's collapse."""
+has 4.1); on the first version of the corpus six times as many steps brought it below 2 nats, too narrow for lm-kl's
+collapse."""
 
 
 def cache_root() -> Path:
