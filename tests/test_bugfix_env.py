@@ -95,7 +95,7 @@ def test_observations_of_each_call(env):
     assert observation == "submitted" and reward == 1.0 and terminated and not truncated
     assert info == {"task": "mean", "n_turns": 5, "n_invalid": 0, "submitted": True, "hidden_pass": True,
                     "stop": "submit", "outcome": "pass", "ops": ["swap_minmax", "add_zero_guard"],
-                    "isolation": env.grader.sandbox.isolation,
+                    "isolation": env.grader.sandbox.isolation, "format_cost": 0.0,
                     "actions": ["<call> read </call>", "<call> test </call>", "<call> edit swap_minmax </call>",
                                 "<call> edit add_zero_guard </call>", "<call> submit </call>"]}
 

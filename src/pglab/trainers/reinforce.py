@@ -42,7 +42,7 @@ from pglab.trainers.token_pg import pg_update
 LOG = "train.jsonl"
 FORMAT_PENALTY = 0.5
 """The default cost of one malformed call in training (agents-ch6 §6.5's format penalty), chosen by the
-format-penalty sweep (``docs/format_penalty.md``)."""
+format-penalty sweep (``docs/results/format_penalty.md``)."""
 
 
 def sample_episodes(policy: TokenPolicy | torch.nn.Module, tokenizer: Tokenizer, tasks: Sequence[Task],
