@@ -2,8 +2,8 @@
 
 For every cost c and seed, the demo's training (``train_from_base`` at the demo's size) with c on
 each malformed call, then both splits measured with 16 episodes per task. Writes
-``docs/format_penalty.json`` (one row per run, rewritten after each run so a stopped sweep keeps
-what it has) and ``docs/format_penalty.md`` (the table and the per-cost medians).
+``docs/results/format_penalty.json`` (one row per run, rewritten after each run so a stopped sweep keeps
+what it has) and ``docs/results/format_penalty.md`` (the table and the per-cost medians).
 
     PYTHONPATH=src python scripts/format_penalty_sweep.py [--costs 0 0.1 0.25 0.5 1] [--seeds 0 7 11]
 """
@@ -21,7 +21,7 @@ from pglab.progress import Counter
 from pglab.sampling.episodes import episode_stats
 from pglab.trainers.reinforce import SPLITS, train_from_base
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "results"
 KEYS = ("pass_rate", "valid_calls", "submit_rate", "turns")
 BEHAVIOUR = ("submit_rate", "turns")
 
@@ -100,7 +100,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--costs", type=float, nargs="+", default=[0.0, 0.1, 0.25, 0.5, 1.0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 7, 11])
-    parser.add_argument("--keep", action="store_true", help="keep the rows already in docs/format_penalty.json")
+    parser.add_argument("--keep", action="store_true", help="keep the rows already in docs/results/format_penalty.json")
     args = parser.parse_args()
     path = DOCS / "format_penalty.json"
     rows = json.loads(path.read_text())["runs"] if args.keep and path.exists() else []

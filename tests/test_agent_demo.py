@@ -53,7 +53,8 @@ def test_the_default_format_penalty_and_seed_spread_are_the_committed_sweeps():
     from pglab.experiments.demo import SEED_SD
     from pglab.trainers.reinforce import FORMAT_PENALTY
 
-    choice = json.loads((Path(__file__).parent.parent / "docs" / "format_penalty.json").read_text())["choice"]
+    sweep = Path(__file__).parent.parent / "docs" / "results" / "format_penalty.json"
+    choice = json.loads(sweep.read_text())["choice"]
     assert FORMAT_PENALTY == choice["format_penalty"] and SEED_SD == choice["seed_sd"]
 
 

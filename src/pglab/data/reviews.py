@@ -9,7 +9,7 @@ slurs and the violent extremes left out), grouped by rating band and, from their
 times and connectives vary independently, so the text has the entropy of real prose (a few nats
 a token) instead of a few memorisable strings.
 
-One shape in ten is an outburst that repeats one strong word (``superb ! superb ! superb !``),
+A quarter of the opinionated body sentences are outbursts that repeat one word (``superb ! superb !``),
 as real reviews do: a sentiment reward can be maximised by a degenerate mode the pretrained model
 already assigns probability to, which is how the book's GPT-2 collapses (llm-ch6 §6.11). Every
 draw goes through the ``numpy.random.Generator`` passed in.
@@ -24,6 +24,8 @@ from importlib import resources
 import numpy as np
 
 SENTIMENTS = ("positive", "negative", "neutral", "mixed")
+VERSION = 2
+"""The grammar's version: bump it when the corpus changes (the embedded default's cache folder name carries it)."""
 BANDS = ("strong_negative", "negative", "neutral", "positive", "strong_positive")
 """Rating bands of the lexicon: <= -2.5, (-2.5, -0.5], (-0.5, 0.5), [0.5, 2.5), >= 2.5 (VADER's -4..4 scale)."""
 
@@ -110,7 +112,8 @@ _TONE_BANDS = {"positive": ("positive", "positive", "strong_positive"),
                "negative": ("negative", "negative", "strong_negative"),
                "neutral": ("neutral",)}
 _OPPOSITE = {"positive": "negative", "negative": "positive", "neutral": "neutral"}
-_STRONG = {"positive": "strong_positive", "negative": "strong_negative"}
+OUTBURSTS = 0.25
+"""Share of a positive or negative review's body sentences that are outbursts."""
 _ANSWERS = {"positive": ("yes", "absolutely", "for sure"), "negative": ("no", "never", "not a chance"),
             "neutral": ("maybe", "perhaps", "who knows")}
 
@@ -148,8 +151,8 @@ def _article(phrase: str) -> str:
 
 
 def _outburst(rng: np.random.Generator, tone: str) -> str:
-    """One strong word of ``tone`` (positive or negative) repeated two to six times, as an excited reviewer writes."""
-    word = _pick(rng, _pool(_STRONG[tone], ("adjective", "other", "noun")))
+    """One word of ``tone`` (positive or negative) repeated two to six times, as an excited reviewer writes."""
+    word = _word(rng, tone)
     times = int(rng.integers(2, 7))
     shape = int(rng.integers(4))
     if shape == 0:
@@ -245,7 +248,7 @@ def review(rng: np.random.Generator, sentiment: str | None = None) -> str:
     sentences = [_opening(rng, item, tones[0])]
     for i in range(int(rng.integers(1, 5))):
         tone = tones[i % len(tones)]
-        sentences.append(_outburst(rng, tone) if tone != "neutral" and rng.random() < 0.1 else
+        sentences.append(_outburst(rng, tone) if tone != "neutral" and rng.random() < OUTBURSTS else
                          _body(rng, aspects, tone))
     if rng.random() < 0.7:
         sentences.append(_closing(rng, item, tones[-1]))
@@ -258,4 +261,4 @@ def reviews(n: int, seed: int) -> list[str]:
     return [review(rng) for _ in range(n)]
 
 
-__all__ = ["BANDS", "SENTIMENTS", "band", "lexicon", "review", "reviews", "role"]
+__all__ = ["BANDS", "OUTBURSTS", "SENTIMENTS", "VERSION", "band", "lexicon", "review", "reviews", "role"]

@@ -41,7 +41,7 @@ BOOK_TRAINED = {"train": {"valid_calls": 0.951, "submit_rate": 0.975, "turns": 3
 """agents-ch6 §6.7: the trained agent on both splits (one seed, 16 episodes per task)."""
 SEED_SD = {"train": {"submit_rate": 0.0722, "turns": 0.6919}, "heldout": {"submit_rate": 0.1491, "turns": 0.2708}}
 """Standard deviation over seeds 0, 7 and 11 of the trained agent's submit rate and turns at the default format
-penalty (``docs/format_penalty.json``; a test keeps the two in step). Which strategy a seed locks into is chance
+penalty (``docs/results/format_penalty.json``; a test keeps the two in step). Which strategy a seed locks into is chance
 (course-ch7's race), so these two claims carry it in their tolerance (2 se, two-sided); valid calls do not (3 binomial
 se, one-sided)."""
 

@@ -70,7 +70,7 @@ def printed_step_stats(history: list[dict]) -> dict[str, float]:
     at = {r["step"]: r for r in history}
     if not all(step in at for step in PRINTED):
         return {}
-    losses, rewards = [at[s]["loss"] for s in PRINTED], [at[s]["reward"] for s in PRINTED]
+    losses, rewards = [at[s]["score_loss"] for s in PRINTED], [at[s]["reward"] for s in PRINTED]
     return {"loss_rms_printed_steps": float(np.sqrt(np.mean(np.square(losses)))),
             "positive_loss_printed_steps": float(np.mean(np.greater(losses, 0))),
             "loss_per_reward_change": float(loss_per_reward(losses, rewards))}
@@ -121,11 +121,11 @@ def run(config: Config, result: Result) -> None:
                          "trained_heldout_valid": stats["trained_heldout"]["valid_calls"],
                          **{f"first_edit_right_{row['split']}": row["first_edit_right"] for row in table},
                          **printed_step_stats(history),
-                         "loss_vs_step": correlation_with_step([r["loss"] for r in history]),
+                         "loss_vs_step": correlation_with_step([r["score_loss"] for r in history]),
                          "reward_vs_step": correlation_with_step([r["reward"] for r in history]),
-                         "loss_change": net_change([r["loss"] for r in history], config.change_window),
+                         "loss_change": net_change([r["score_loss"] for r in history], config.change_window),
                          "reward_change": net_change([r["reward"] for r in history], config.change_window),
-                         "positive_loss_share": float(np.mean([r["loss"] > 0 for r in history])),
+                         "positive_loss_share": float(np.mean([r["score_loss"] > 0 for r in history])),
                          "seconds": trained["seconds"]})
         learning_curve(ax, history, run_["evals"], {} if k else {
             "scripted blind (train)": levels["train"]["blind"], "scripted random (train)": levels["train"]["random"]},

@@ -44,7 +44,7 @@ from pglab.trainers.token_pg import pg_update
 LOG = "train.jsonl"
 FORMAT_PENALTY = 0.5
 """The default cost of one malformed call in training (agents-ch6 §6.5's format penalty), chosen by the
-format-penalty sweep (``docs/format_penalty.md``)."""
+format-penalty sweep (``docs/results/format_penalty.md``)."""
 
 
 def sample_episodes(policy: TokenPolicy | torch.nn.Module, tokenizer: Tokenizer, tasks: Sequence[Task],
@@ -165,6 +165,7 @@ def train_episodes(
                                baseline=baseline.value, beta=beta, kl_in=kl_in, mode=mode, norm_const=norm_const,
                                max_grad_norm=max_grad_norm, chunk_tokens=CHUNK_TOKENS if size == 1 else 0)
             row = {"step": step, **stats(batch), "baseline": baseline.value, "loss": update["loss"],
+                   "score_loss": update["score_loss"],
                    "grad_norm": update["grad_norm"], "skipped": update["skipped"], f"heldout_{headline}": held,
                    "seconds": time.perf_counter() - tick}
             baseline.update(update["reward"])

@@ -65,6 +65,10 @@ def pg_update(policy: TokenPolicy, optimizer: torch.optim.Optimizer, batch: Toke
               epsilon_high: float | None = None) -> dict:
     """One guarded step on this process's rows of ``batch`` -> the step's metrics (over all ranks).
 
+    The metrics hold ``loss`` (the surrogate stepped on) and ``score_loss`` (its part from the reply
+    scores alone, as -A log pi).
+
+
     ``batch.rewards`` [B] are the scores the baseline acts on; ``batch.token_rewards`` [B, T], when
     set, are added as reward-to-go. ``beta`` prices the KL to the reference (``batch.ref_logp``):
     k1 per token in the reward (``kl_in="reward"``, llm-ch6 §6.12) or k3 in the loss (TRL's GRPO).
@@ -99,7 +103,7 @@ def pg_update(policy: TokenPolicy, optimizer: torch.optim.Optimizer, batch: Toke
     elif mode == "token_mean" and (size > 1 or micro_batches > 1):
         mode, norm_const = "constant", float(gather_rows(mask_all.sum()[None]).sum()) / size
     part_rows = rows // micro_batches
-    logp_parts, loss_total, clip_count = [], 0.0, 0.0
+    logp_parts, loss_total, score_total, clip_count = [], 0.0, 0.0, 0.0
     for part in range(micro_batches):
         index = slice(part * part_rows, (part + 1) * part_rows)
         sub = batch if micro_batches == 1 else batch.select(index)
@@ -121,6 +125,11 @@ def pg_update(policy: TokenPolicy, optimizer: torch.optim.Optimizer, batch: Toke
         high = epsilon if epsilon_high is None else epsilon_high
         per_tok, clipped = surrogate(logp, adv.detach(), old, epsilon, high)
         loss = aggregate_loss(per_tok, mask, mode, norm_const)
+        # The part of the loss the reply scores make (the book's loss column): per-token rewards such as a format
+        # penalty or the KL carry no baseline, so they shift the total's sign.
+        score_part = loss if token_rewards is None else aggregate_loss(
+            -per_token(reply_adv[index].to(logp.dtype), mask) * logp.detach(), mask, mode, norm_const)
+        score_total += float(score_part.detach()) * weight
         if beta > 0 and kl_in == "loss":
             loss = loss + beta * aggregate_loss(kl_estimate(logp, ref_logp, "k3"), mask, mode, norm_const)
         loss = loss * weight
@@ -142,12 +151,14 @@ def pg_update(policy: TokenPolicy, optimizer: torch.optim.Optimizer, batch: Toke
     ref_logp = batch.ref_logp.to(logp.dtype) if batch.ref_logp is not None else logp
     k1 = ((logp - ref_logp) * mask_all.to(logp.dtype)).sum(-1)
     gathered = gather_rows(torch.stack([k1, mask_all.sum(-1).to(logp.dtype)], -1))
-    totals = gather_rows(torch.tensor([[loss_total, clip_count]], dtype=torch.float64, device=logp.device))
+    totals = gather_rows(torch.tensor([[loss_total, clip_count, score_total]], dtype=torch.float64,
+                                      device=logp.device))
     metrics = {"reward": float(all_scores.mean()),
                "reward_std": float(all_scores.std()) if len(all_scores) > 1 else 0.0,
                "kl_k1": float(gathered[:, 0].mean()), "policy_tokens": float(gathered[:, 1].mean()),
                "zero_adv_groups": zero_advantage_share(gather_rows(reply_adv), group_size),
-               "loss": float(totals[:, 0].mean()), "grad_norm": step["grad_norm"], "skipped": step["skipped"]}
+               "loss": float(totals[:, 0].mean()), "score_loss": float(totals[:, 2].mean()),
+               "grad_norm": step["grad_norm"], "skipped": step["skipped"]}
     if ratio:
         metrics["clip_ratio"] = float(totals[:, 1].sum() / gathered[:, 1].sum().clamp(min=1))
     return metrics
