@@ -528,6 +528,9 @@ def test_a_fork_population_dies_with_a_worker_its_caller_discards(layer, sandbox
 
 def test_the_process_layer_guards_the_verdict_not_the_filesystem(sandboxes):
     """What ``process`` does not stop, shown: the tasks.py lookup passes there (and only there)."""
+    if Path(tasks_module.__file__).resolve().is_relative_to("/tmp"):
+        pytest.skip("the package lies under /tmp, which every program's private tmpfs hides, so there is no "
+                    "filesystem read to show")
     task = attack_task("tasks.py read from disk to look up the answers")
     patient = Limits(timeout=10.0, cpu=2, memory=256 * 2**20)  # each test process parses tasks.py
     assert Grader(sandbox_for("process", sandboxes), patient).grade(task, task.source).hidden_pass

@@ -90,6 +90,8 @@ def test_cloud_shows_the_chapters_spreads(page):
 def test_cloud_drag_and_keyboard_move_the_policy(page):
     page.click("#reset")
     shown(page, "#pi-readout", "(0.33, 0.33, 0.33)")
+    for selector in ("#policy", "#tri polygon"):                   # a redraw may still be replacing them
+        page.locator(selector).wait_for(state="visible")
     box = page.locator("#policy").bounding_box()
     corner = page.locator("#tri polygon").bounding_box()          # arm 1 is the bottom-left corner
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
