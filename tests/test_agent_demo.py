@@ -50,12 +50,12 @@ def test_negative_seed_is_refused_naming_the_option(tmp_path, capsys):
 def test_the_default_format_penalty_and_seed_spread_are_the_committed_sweeps():
     from pathlib import Path
 
-    from pglab.experiments.demo import SEED_SD
+    from pglab.experiments.demo import SD_OVER_SEEDS
     from pglab.trainers.reinforce import FORMAT_PENALTY
 
     sweep = Path(__file__).parent.parent / "docs" / "results" / "format_penalty.json"
     choice = json.loads(sweep.read_text())["choice"]
-    assert FORMAT_PENALTY == choice["format_penalty"] and SEED_SD == choice["seed_sd"]
+    assert FORMAT_PENALTY == choice["format_penalty"] and SD_OVER_SEEDS == choice["seed_sd"]
 
 
 @pytest.mark.parametrize("options", [["--format-penalty", "-0.5"], ["--format-penalty", "nan"],

@@ -39,7 +39,7 @@ DEMO_QUICK = {"steps": 10, "batch_size": 32, "eval_every": 5, "eval_per_task": 4
 BOOK_TRAINED = {"train": {"valid_calls": 0.951, "submit_rate": 0.975, "turns": 3.416, "episodes": 320},
                 "heldout": {"valid_calls": 0.974, "submit_rate": 0.944, "turns": 4.481, "episodes": 160}}
 """agents-ch6 §6.7: the trained agent on both splits (one seed, 16 episodes per task)."""
-SEED_SD = {"train": {"submit_rate": 0.0722, "turns": 0.6919}, "heldout": {"submit_rate": 0.1491, "turns": 0.2708}}
+SD_OVER_SEEDS = {"train": {"submit_rate": 0.0722, "turns": 0.6919}, "heldout": {"submit_rate": 0.1491, "turns": 0.2708}}
 """Standard deviation over seeds 0, 7 and 11 of the trained agent's submit rate and turns at the default format
 penalty (``docs/results/format_penalty.json``; a test keeps the two in step). Which strategy a seed locks into is chance
 (course-ch7's race), so these two claims carry it in their tolerance (2 se, two-sided); valid calls do not (3 binomial
@@ -124,17 +124,17 @@ def book_claims(result: Result, trained: dict, levels: dict[str, dict[str, float
                                      f"{book['episodes'] * book['turns']:.0f} calls (se = {se:.4f}); one-sided: "
                                      "the format penalty keeps calls valid")
         p, q = stats["submit_rate"], book["submit_rate"]
-        se = math.sqrt(p * (1 - p) / n + q * (1 - q) / book["episodes"] + SEED_SD[split]["submit_rate"] ** 2)
+        se = math.sqrt(p * (1 - p) / n + q * (1 - q) / book["episodes"] + SD_OVER_SEEDS[split]["submit_rate"] ** 2)
         result.check_close(f"trained submit rate ({split}) near the book's {q}", p, q, 2 * se,
                            tolerance=f"2 se: binomial over {n} and {book['episodes']} episodes and the sd over "
-                                     f"seeds ({SEED_SD[split]['submit_rate']:.3f}); se = {se:.3f}")
+                                     f"seeds ({SD_OVER_SEEDS[split]['submit_rate']:.3f}); se = {se:.3f}")
         turns = [i["n_turns"] for i in info]
         sd = float(np.std(turns, ddof=1))
-        se = math.sqrt(sd ** 2 * (1 / n + 1 / book["episodes"]) + SEED_SD[split]["turns"] ** 2)
+        se = math.sqrt(sd ** 2 * (1 / n + 1 / book["episodes"]) + SD_OVER_SEEDS[split]["turns"] ** 2)
         result.check_close(f"trained turns per episode ({split}) near the book's {book['turns']}", stats["turns"],
                            book["turns"], 2 * se,
                            tolerance=f"2 se: the episodes' sd {sd:.2f} over {n} and {book['episodes']} episodes "
-                                     f"and the sd over seeds ({SEED_SD[split]['turns']:.3f}); se = {se:.3f}")
+                                     f"and the sd over seeds ({SD_OVER_SEEDS[split]['turns']:.3f}); se = {se:.3f}")
     p, n = result.metrics["trained_heldout_pass_rate"], len(trained["after"]["heldout"].info)
     se = math.sqrt(max(p * (1 - p), 1e-4) / n)
     result.check_range("trained held-out pass above the scripted blind level", p,

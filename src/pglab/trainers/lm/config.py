@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import ast
-import inspect
 from dataclasses import dataclass
 
 import torch
 
+from pglab.configs import field_docs
 from pglab.estimators.advantages import KINDS, SCALES, uses_groups
 from pglab.estimators.losses import MODES
 from pglab.trainers.token_pg import KL_IN
@@ -189,13 +188,7 @@ class RLConfig:
 
 def config_help() -> dict[str, str]:
     """Field name -> its docstring, read from RLConfig's source (for the CLI's --help)."""
-    tree = ast.parse(inspect.getsource(RLConfig))
-    body = tree.body[0].body
-    docs = {}
-    for stmt, nxt in zip(body, body[1:]):
-        if isinstance(stmt, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
-            docs[stmt.target.id] = str(nxt.value.value)
-    return docs
+    return field_docs(RLConfig)
 
 
 __all__ = ["CHAT_TEMPLATES", "REPORT_TO", "SCHEDULES", "STDS", "RLConfig", "config_help"]
