@@ -15,7 +15,7 @@ NO_FIGURE = {"loo-enumeration", "repair-mdp-gradient", "tinyagent-masking", "tin
 SMOKE_ONLY = {
     "hf-agent": "the training claims need 80 steps x 64 episodes; train-agent is tested on its own",
     "tinyagent-reinforce": "the training claims need 80 steps x 64 episodes; the trainer is tested on its own",
-    "lm-kl": "the collapse folds, the KL order and the bounded KL need 120 steps of the full default over 3 seeds; "
+    "lm-kl": "the collapse folds, the KL order and the bounded KL need 300 steps of the full default over 3 seeds; "
              "its test holds the k1 claims and checks that every claim is stated",
 }
 """Experiments whose claims need the full size: at QUICK size they must run and state claims, not hold them."""

@@ -46,13 +46,13 @@ def _load(folder):
     return AutoModelForCausalLM.from_pretrained(folder).double().eval()
 
 
-def _one_step(model, batch, setting, wrapped=None):
+def _one_step(model, batch, setting, wrapped=None, micro_batches=1):
     advantage, scale, kl_in, aggregation = setting
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     mode = aggregation or ("constant" if advantage == "dr_grpo" else "token_mean")
     metrics = pg_update(HFPolicy(wrapped or model), optimizer, batch, advantage=advantage, group_size=GROUP,
                         baseline=0.3, beta=0.1, kl_in=kl_in, mode=mode, norm_const=4 * GROUP * REPLY, start=PROMPT,
-                        scale=scale, max_grad_norm=0.5, chunk_tokens=0)
+                        scale=scale, max_grad_norm=0.5, chunk_tokens=0, micro_batches=micro_batches)
     return {k: v.clone() for k, v in model.state_dict().items()}, metrics
 
 
@@ -60,12 +60,12 @@ def _steps_on_rank(rank: int, world: int, folder: str) -> list:
     from torch.nn.parallel import DistributedDataParallel
 
     results = []
-    for setting in SETTINGS:
+    for setting, micro_batches in [(s, 1) for s in SETTINGS] + [(s, 2) for s in SETTINGS]:
         model = _load(folder)
         batch = _teacher_forced_batch(model)
         rows = batch.batch_size // world
         local = batch.select(slice(rank * rows, (rank + 1) * rows))
-        results.append(_one_step(model, local, setting, DistributedDataParallel(model)))
+        results.append(_one_step(model, local, setting, DistributedDataParallel(model), micro_batches))
     return results
 
 
@@ -77,8 +77,10 @@ def folder(tmp_path_factory):
 
 
 def test_ddp_step_over_two_ranks_equals_one_process_step(folder, tmp_path):
+    """Also with gradient accumulation: each rank's 2 groups in 2 micro-batches, the first under DDP's no_sync."""
     distributed = on_two_ranks(_steps_on_rank, (str(folder),), tmp_path / "ddp.pt")
-    for setting, (ddp_params, ddp_metrics) in zip(SETTINGS, distributed):
+    assert len(distributed) == 2 * len(SETTINGS)
+    for setting, (ddp_params, ddp_metrics) in zip(SETTINGS + SETTINGS, distributed):
         model = _load(folder)
         start = {k: v.clone() for k, v in model.state_dict().items()}
         params, metrics = _one_step(model, _teacher_forced_batch(model), setting)

@@ -44,7 +44,39 @@ def test_the_sentiment_words_are_the_vader_lexicons():
         "adverb", "noun", "gerund", "adjective", "other"]
 
 
-def test_outbursts_repeat_one_strong_word():
+def test_outbursts_repeat_one_common_strong_word():
+    from pglab.data.reviews import OUTBURST_WORDS
+
     texts = reviews(2000, 0)
-    repeats = [t for t in texts if any(a == b and len(a) > 3 for a, b in zip(t.split(), t.split()[2:]))]
-    assert 0.05 < len(repeats) / len(texts) < 0.5
+    runs = [(a, t) for t in texts for a, b, c in zip(t.split(), t.split()[1:], t.split()[2:]) if a == b == c]
+    assert 0.05 < len({t for _, t in runs}) / len(texts) < 0.5
+    assert {a for a, _ in runs} <= {*OUTBURST_WORDS["positive"], *OUTBURST_WORDS["negative"]}
+
+
+def test_the_frame_carries_no_sentiment_so_the_commonest_rated_words_are_the_outbursts():
+    """The sentence shapes around the rated slots use no rated word (no 'agree', 'recommended', 'honestly'), so the
+    words a sentiment reward can most cheaply repeat are the outbursts' own, as in real reviews."""
+    vader = pytest.importorskip("vaderSentiment.vaderSentiment").SentimentIntensityAnalyzer()
+    from collections import Counter
+
+    from pglab.data.reviews import OUTBURST_WORDS
+
+    rated = Counter(w for t in reviews(3000, 0) for w in t.split() if w in vader.lexicon)
+    outbursts = {*OUTBURST_WORDS["positive"], *OUTBURST_WORDS["negative"]}
+    assert {w for w, _ in rated.most_common(len(outbursts))} == outbursts
+    assert all(w in vader.lexicon and abs(vader.lexicon[w]) >= 1.3 for w in outbursts)
+
+
+def test_vader_logit_is_the_log_odds_of_the_compound_score_and_keeps_rising_where_it_saturates():
+    vader = pytest.importorskip("vaderSentiment.vaderSentiment").SentimentIntensityAnalyzer()
+    from pglab.trainers.lm.rewards import VADER_LOGIT_CAP, make_reward
+
+    texts = ["the plot is long .", "great .", "great great great !", " ".join(["great"] * 40) + " !!!", "awful ."]
+    compound = make_reward("vader")(texts)
+    logit = make_reward("vader-logit")(texts)
+    for c, z, text in zip(compound.tolist(), logit.tolist(), texts):
+        assert c == vader.polarity_scores(text)["compound"]
+        held = max(-VADER_LOGIT_CAP, min(VADER_LOGIT_CAP, c))
+        assert z == pytest.approx(np.log((1 + held) / (1 - held)), rel=1e-12)
+    assert logit[0] == 0.0 and logit[4] < 0 < logit[1] < logit[2] < logit[3] <= 2 * np.arctanh(VADER_LOGIT_CAP)
+    assert logit[3] - logit[2] > 20 * (compound[3] - compound[2]) > 0

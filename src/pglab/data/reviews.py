@@ -9,10 +9,13 @@ slurs and the violent extremes left out), grouped by rating band and, from their
 times and connectives vary independently, so the text has the entropy of real prose (a few nats
 a token) instead of a few memorisable strings.
 
-A quarter of the opinionated body sentences are outbursts that repeat one word (``superb ! superb !``),
-as real reviews do: a sentiment reward can be maximised by a degenerate mode the pretrained model
-already assigns probability to, which is how the book's GPT-2 collapses (llm-ch6 §6.11). Every
-draw goes through the ``numpy.random.Generator`` passed in.
+The sentence shapes around the rated slots carry no sentiment of their own (none of their words
+is in the lexicon). A quarter of the opinionated body sentences are outbursts that repeat one of
+the commonest strong words of their tone two to six times (``superb ! superb ! superb !``), as
+real reviews do: a sentiment reward can be maximised by a degenerate mode the pretrained model
+already assigns probability to, which is how the book's GPT-2 collapses (llm-ch6 §6.11), and those
+words are the commonest rated words of the corpus. Every draw goes through the
+``numpy.random.Generator`` passed in.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from importlib import resources
 import numpy as np
 
 SENTIMENTS = ("positive", "negative", "neutral", "mixed")
-VERSION = 2
+VERSION = 3
 """The grammar's version: bump it when the corpus changes (the embedded default's cache folder name carries it)."""
 BANDS = ("strong_negative", "negative", "neutral", "positive", "strong_positive")
 """Rating bands of the lexicon: <= -2.5, (-2.5, -0.5], (-0.5, 0.5), [0.5, 2.5), >= 2.5 (VADER's -4..4 scale)."""
@@ -75,9 +78,9 @@ def _classes() -> dict[tuple[str, str], tuple[str, ...]]:
 
 
 _DOMAINS = {
-    "film": (("film", "movie", "picture", "sequel", "remake", "thriller", "comedy", "drama", "western", "musical"),
+    "film": (("film", "movie", "picture", "sequel", "remake", "thriller", "caper", "drama", "western", "musical"),
              ("acting", "plot", "script", "score", "camera work", "pacing", "dialogue", "ending", "cast", "editing")),
-    "book": (("book", "novel", "memoir", "story collection", "biography", "debut", "trilogy", "cookbook"),
+    "book": (("book", "paperback", "memoir", "story collection", "biography", "debut", "trilogy", "cookbook"),
              ("prose", "plot", "characters", "ending", "first chapter", "translation", "cover", "pacing")),
     "album": (("album", "record", "single", "ep", "live album", "soundtrack", "mixtape"),
               ("vocals", "lyrics", "production", "guitar", "drums", "melodies", "mixing", "opening track")),
@@ -86,14 +89,14 @@ _DOMAINS = {
     "hotel": (("hotel", "hostel", "resort", "inn", "guest house", "motel", "apartment"),
               ("room", "bed", "breakfast", "staff", "location", "view", "shower", "pool", "wifi")),
     "phone": (("phone", "laptop", "tablet", "camera", "headset", "speaker", "watch", "router"),
-              ("battery", "screen", "keyboard", "sound", "software", "price", "design", "charger", "support")),
+              ("battery", "screen", "keyboard", "sound", "software", "price", "design", "charger", "manual")),
     "game": (("game", "board game", "puzzle game", "shooter", "racing game", "card game", "strategy game"),
-             ("controls", "graphics", "levels", "story", "multiplayer", "music", "difficulty", "boss fights")),
+             ("controls", "graphics", "levels", "story", "multiplayer", "music", "menus", "boss levels")),
     "course": (("course", "class", "workshop", "lecture series", "tutorial", "bootcamp"),
                ("teacher", "exercises", "slides", "homework", "exam", "examples", "pace", "forum")),
     "show": (("show", "series", "sitcom", "podcast", "documentary", "cartoon", "talk show"),
-             ("host", "episodes", "writing", "jokes", "guests", "finale", "theme song", "first season")),
-    "concert": (("concert", "gig", "festival", "opera", "ballet", "recital", "play"),
+             ("host", "episodes", "writing", "sketches", "guests", "finale", "theme song", "first season")),
+    "concert": (("concert", "gig", "street show", "opera", "ballet", "recital", "panto"),
                 ("crowd", "sound", "lights", "encore", "seats", "band", "singer", "venue", "tickets")),
 }
 _NAMES = ("anna", "marco", "lena", "david", "sofia", "omar", "julia", "peter", "maya", "victor", "clara", "jonas",
@@ -102,10 +105,10 @@ _NAMES = ("anna", "marco", "lena", "david", "sofia", "omar", "julia", "peter", "
 _PLACES = ("paris", "a small town", "the mountains", "new york", "a fishing village", "berlin", "the suburbs",
            "tokyo", "the old town", "the station", "lisbon", "the airport", "my street", "the city centre")
 _TIMES = ("last friday", "last weekend", "yesterday", "on sunday", "last month", "this week", "twice now",
-          "on holiday", "after work", "with my kids", "on a rainy night", "for my birthday")
-_PEOPLE = ("my wife", "my husband", "my friends", "my sister", "my dad", "the kids", "a colleague", "my partner",
+          "on a trip", "after work", "with my kids", "on a rainy night", "for my birthday")
+_PEOPLE = ("my wife", "my husband", "my neighbours", "my sister", "my dad", "the kids", "a colleague", "my partner",
            "everyone i know", "the whole family")
-_INTENSIFIERS = ("very", "really", "truly", "quite", "rather", "incredibly", "absolutely", "pretty", "so", "a bit",
+_INTENSIFIERS = ("very", "really", "quite", "rather", "incredibly", "fairly", "so", "a bit",
                  "extremely", "somewhat")
 _NUMBERS = ("two", "three", "four", "five", "ten", "twenty")
 _TONE_BANDS = {"positive": ("positive", "positive", "strong_positive"),
@@ -114,6 +117,11 @@ _TONE_BANDS = {"positive": ("positive", "positive", "strong_positive"),
 _OPPOSITE = {"positive": "negative", "negative": "positive", "neutral": "neutral"}
 OUTBURSTS = 0.25
 """Share of a positive or negative review's body sentences that are outbursts."""
+OUTBURST_WORDS = {"positive": ("great", "amazing", "awesome", "excellent", "fantastic", "wonderful", "perfect",
+                               "brilliant", "superb", "best", "love", "beautiful"),
+                  "negative": ("awful", "terrible", "horrible", "worst", "hate", "boring", "useless", "pathetic",
+                               "disgusting", "ugly", "nasty", "stupid")}
+"""The words outbursts repeat: the commonest strong words of each tone (all in the lexicon), as real reviewers use."""
 _ANSWERS = {"positive": ("yes", "absolutely", "for sure"), "negative": ("no", "never", "not a chance"),
             "neutral": ("maybe", "perhaps", "who knows")}
 
@@ -151,17 +159,15 @@ def _article(phrase: str) -> str:
 
 
 def _outburst(rng: np.random.Generator, tone: str) -> str:
-    """One word of ``tone`` (positive or negative) repeated two to six times, as an excited reviewer writes."""
-    word = _word(rng, tone)
+    """One of the common strong words of ``tone`` repeated three to sixteen times, as an excited reviewer writes."""
+    word = _pick(rng, OUTBURST_WORDS[tone])
     times = int(rng.integers(2, 7))
-    shape = int(rng.integers(4))
+    shape = int(rng.integers(3))
     if shape == 0:
         return " ! ".join([word] * times) + " !"
     if shape == 1:
         return " ".join([word] * times) + " ."
-    if shape == 2:
-        return " , ".join([f"so {word}"] * times) + " ."
-    return f"{word} , " + " , ".join([word] * (times - 1)) + " , just " + word + " ."
+    return " ".join([word] * times) + " !!!"
 
 
 def _opening(rng: np.random.Generator, item: str, tone: str) -> str:
@@ -174,7 +180,7 @@ def _opening(rng: np.random.Generator, item: str, tone: str) -> str:
     if shape == 2:
         return f"we went to the {item} in {_pick(rng, _PLACES)} {_pick(rng, _TIMES)} with {_pick(rng, _PEOPLE)} ."
     if shape == 3:
-        return f"{_pick(rng, _NAMES)} recommended this {item} to me , and i have to say it was {_adj(rng, tone)} ."
+        return f"{_pick(rng, _NAMES)} suggested this {item} to me , and i have to say it was {_adj(rng, tone)} ."
     if shape == 4:
         return f"so i finally got around to the new {item} ."
     if shape == 5:
@@ -198,9 +204,9 @@ def _body(rng: np.random.Generator, aspects: tuple[str, ...], tone: str) -> str:
     if shape == 4:
         return f"there is a real sense of {_word(rng, tone, 'noun', 'other')} in the {aspect} ."
     if shape == 5:
-        return f"{_pick(rng, _PEOPLE)} said the {aspect} was {_adj(rng, tone)} , and i agree ."
+        return f"{_pick(rng, _PEOPLE)} said the {aspect} was {_adj(rng, tone)} , and i concur ."
     if shape == 6:
-        return f"the {aspect} left me feeling {_word(rng, tone, 'adjective')} ."
+        return f"the {aspect} left me {_word(rng, tone, 'adjective')} ."
     if shape == 7:
         return f"{_word(rng, tone, 'adverb')} , the {aspect} works ."
     if shape == 8:
@@ -214,10 +220,10 @@ def _body(rng: np.random.Generator, aspects: tuple[str, ...], tone: str) -> str:
     if shape == 12:
         return f"compared to the last one , the {aspect} feels more {_word(rng, tone, 'adjective')} ."
     if shape == 13:
-        return f"i {_pick(rng, ('love', 'hate', 'like', 'remember', 'noticed', 'expected'))} the {aspect} ."
+        return f"i {_pick(rng, ('remember', 'noticed', 'expected', 'mentioned', 'recall', 'studied'))} the {aspect} ."
     if shape == 14:
-        return f"the {aspect} is {_adj(rng, tone)} , the {other} {_adj(rng, tone)} , and the rest is fine ."
-    return f"honestly , pure {_word(rng, tone, 'noun', 'gerund', 'other')} from start to finish ."
+        return f"the {aspect} is {_adj(rng, tone)} , the {other} {_adj(rng, tone)} , and the rest is standard ."
+    return f"frankly , pure {_word(rng, tone, 'noun', 'gerund', 'other')} from start to finish ."
 
 
 def _closing(rng: np.random.Generator, item: str, tone: str) -> str:

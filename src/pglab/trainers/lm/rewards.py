@@ -1,7 +1,9 @@
 """Rewards for the LM trainer: one or several functions, weighted, from ``--reward`` specs.
 
-``vader``: the VADER compound score in [-1, 1] (the ``vaderSentiment`` package; its lexicon
-ships with it). ``hf-classifier:PATH``: an ``AutoModelForSequenceClassification`` folder; the
+``vader``: the VADER compound score c in [-1, 1] (the ``vaderSentiment`` package; its lexicon
+ships with it). ``vader-logit``: its log-odds, log((1 + c) / (1 - c)), so that more and stronger
+sentiment keeps paying instead of saturating at 1, as a classifier's log-odds does (llm-ch6's
+reward); VADER rounds c to 4 decimals, so c is held within +-0.9999 and the score within +-9.9. ``hf-classifier:PATH``: an ``AutoModelForSequenceClassification`` folder; the
 score is the positive logit minus the negative logit (log-odds), and it also reports
 P(positive). ``module:function``: any importable Python callable (the current folder is on the
 import path), in one of two forms, told apart by its signature:
@@ -51,14 +53,26 @@ class Reward:
         return None if self._positive is None else self._positive(list(texts)).to(torch.float64).cpu()
 
 
-def vader_reward() -> Reward:
-    """The VADER compound score of each text."""
+VADER_LOGIT_CAP = 0.9999
+"""|c| is held below 1 before the log-odds: VADER rounds c to 4 decimals, so 1.0 means only "at least 0.99995"."""
+
+
+def vader_reward(logit: bool = False) -> Reward:
+    """The VADER compound score c of each text, or (``logit``) its log-odds log((1 + c) / (1 - c))."""
+    name = "vader-logit" if logit else "vader"
     try:
         from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
     except ImportError as err:
-        raise ValueError("--reward vader needs the vaderSentiment package: pip install 'pglab[lm]'") from err
+        raise ValueError(f"--reward {name} needs the vaderSentiment package: pip install 'pglab[lm]'") from err
     analyzer = SentimentIntensityAnalyzer()
-    return Reward("vader", lambda texts: [analyzer.polarity_scores(t)["compound"] for t in texts])
+
+    def score(texts: list[str]) -> list[float]:
+        compound = [analyzer.polarity_scores(t)["compound"] for t in texts]
+        if not logit:
+            return compound
+        return [2 * math.atanh(max(-VADER_LOGIT_CAP, min(VADER_LOGIT_CAP, c))) for c in compound]
+
+    return Reward(name, score)
 
 
 def _label_index(id2label: dict, word: str, fallback: int) -> int:
@@ -129,14 +143,14 @@ def callable_reward(spec: str) -> Reward:
 
 
 def make_reward(spec: str, device: torch.device | str = "cpu") -> Reward:
-    """The Reward named by ``spec``: vader | hf-classifier:PATH | module:function (of texts)."""
-    if spec == "vader":
-        return vader_reward()
+    """The Reward named by ``spec``: vader | vader-logit | hf-classifier:PATH | module:function (of texts)."""
+    if spec in ("vader", "vader-logit"):
+        return vader_reward(logit=spec == "vader-logit")
     if spec.startswith("hf-classifier:"):
         return classifier_reward(spec.split(":", 1)[1], device)
     if ":" in spec:
         return callable_reward(spec)
-    raise ValueError(f"unknown reward {spec!r}; pass vader, hf-classifier:PATH or module:function")
+    raise ValueError(f"unknown reward {spec!r}; pass vader, vader-logit, hf-classifier:PATH or module:function")
 
 
 @dataclass
@@ -243,10 +257,10 @@ def as_rewards(reward: Any) -> Rewards:
 
 
 def make_rewards(specs: list[str], weights: Sequence[float] = (), device: torch.device | str = "cpu") -> Rewards:
-    """The weighted Rewards of ``specs`` (each vader | hf-classifier:PATH | module:function)."""
+    """The weighted Rewards of ``specs`` (each vader | vader-logit | hf-classifier:PATH | module:function)."""
     functions = []
     for spec in specs:
-        if spec in ("vader",) or spec.startswith("hf-classifier:") or ":" not in spec:
+        if spec in ("vader", "vader-logit") or spec.startswith("hf-classifier:") or ":" not in spec:
             functions.append((spec, make_reward(spec, device), False))
         else:
             fn = import_callable(spec)
@@ -255,4 +269,4 @@ def make_rewards(specs: list[str], weights: Sequence[float] = (), device: torch.
 
 
 __all__ = ["Completions", "Reward", "Rewards", "as_rewards", "as_scores", "callable_reward", "classifier_reward",
-           "import_callable", "make_reward", "make_rewards", "takes_trl_arguments", "vader_reward"]
+           "import_callable", "make_reward", "make_rewards", "takes_trl_arguments", "VADER_LOGIT_CAP", "vader_reward"]
