@@ -29,7 +29,10 @@ NUMBERS = ROOT / "docs" / "numbers.json"
 EXPERIMENTS = ("tinyagent-reinforce", "tinyagent-masking", "tinyagent-baselines", "tinyagent-reward-to-go",
                "aggregation", "design-problems", "lm-kl", "lm-beta-optimum", "bandit-lab",
                "cartpole", "hf-agent")
-"""The experiments the docs quote, run at full size with their default seeds (about 10 minutes on 2 idle cores)."""
+"""The experiments the docs quote, run at full size with their default seeds (about 25 minutes on 2 idle cores)."""
+COMMITTED = ("bench-lm-vs-trl",)
+"""Results the docs quote from their committed folder, docs/results/NAME/result.json (benchmarks: rerun by hand on an
+idle machine, never by this script)."""
 MARK = re.compile(r"(?<![\w.>])(?P<number>[-+]?\d[\d,]*(?:\.\d+)?)(?P<percent>%?)<!-- n (?P<key>[^>]+?) -->")
 """A marked number; a sign right after another marker is the dash of a range (0.59-0.85), not the number's."""
 
@@ -64,9 +67,18 @@ def collect(runs: Path, run_missing: bool) -> tuple[dict[str, float], dict[str, 
             write_report(run_experiment(name), path.parent)
         result = json.loads(path.read_text())
         sources[name] = {k: result["provenance"].get(k) for k in ("commit", "time_utc", "command")}
-        numbers.update({f"{name}:{k}": float(v) for k, v in result["metrics"].items()
-                        if isinstance(v, (int, float)) and not isinstance(v, bool)})
+        numbers.update(metrics_of(name, result))
+    for name in COMMITTED:
+        result = json.loads((ROOT / "docs" / "results" / name / "result.json").read_text())
+        sources[name] = {k: result["provenance"].get(k) for k in ("commit", "time_utc", "command")}
+        numbers.update(metrics_of(name, result))
     return numbers, sources
+
+
+def metrics_of(name: str, result: dict) -> dict[str, float]:
+    """experiment:metric -> value for every numeric metric of one result.json."""
+    return {f"{name}:{k}": float(v) for k, v in result["metrics"].items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def render(value: float, shown: str, percent: bool) -> str:
@@ -102,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         numbers, sources = collect(args.runs, args.run)
         NUMBERS.write_text(json.dumps({"provenance": {"runs": sources,
             "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "cpu": cpu_name(),
-            "platform": platform.platform(), "experiments": list(EXPERIMENTS),
+            "platform": platform.platform(), "experiments": list(EXPERIMENTS), "committed": list(COMMITTED),
             "note": "float results differ between CPUs, and so do cloned and trained agents: the docs quote medians "
                     "and ranges over seeds"}, "numbers": numbers}, indent=1, sort_keys=True) + "\n")
     stale = []

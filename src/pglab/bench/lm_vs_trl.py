@@ -278,7 +278,10 @@ def run(quick: bool = False, size: str = "both") -> Result:
                      "gemm_only_s": gemm, "gemm_calls": calls, "pglab/GEMM": bound, "bound_q1": b1, "bound_q3": b3,
                      "TRL/GEMM": trl_bound, "pairs": len(ratios)})
         result.metrics.update({f"{name}: ratio = pglab/TRL": ratio, f"{name}: ratio IQR": q3 - q1,
-                               f"{name}: bound = pglab/GEMM": bound, f"{name}: TRL/GEMM": trl_bound})
+                               f"{name}: ratio q1": q1, f"{name}: ratio q3": q3,
+                               f"{name}: bound = pglab/GEMM": bound, f"{name}: bound q1": b1, f"{name}: bound q3": b3,
+                               f"{name}: TRL/GEMM": trl_bound, f"{name}: pglab s/step": pglab_s,
+                               f"{name}: TRL s/step": trl_s, f"{name}: GEMM-only s/step": gemm})
     result.tables["step_seconds"] = rows
     for row in speed:
         step = next(r["pglab_median_s"] for r in rows if r["size"] == row["size"])
