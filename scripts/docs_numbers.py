@@ -30,7 +30,7 @@ EXPERIMENTS = ("tinyagent-reinforce", "tinyagent-masking", "tinyagent-baselines"
                "aggregation", "design-problems", "lm-kl", "lm-beta-optimum", "bandit-lab",
                "cartpole", "hf-agent")
 """The experiments the docs quote, run at full size with their default seeds (about 25 minutes on 2 idle cores)."""
-COMMITTED = ("bench-lm-vs-trl",)
+COMMITTED = ("bench-lm-vs-trl", "bench-lm-vs-trl-malloc")
 """Results the docs quote from their committed folder, docs/results/NAME/result.json (benchmarks: rerun by hand on an
 idle machine, never by this script)."""
 MARK = re.compile(r"(?<![\w.>])(?P<number>[-+]?\d[\d,]*(?:\.\d+)?)(?P<percent>%?)<!-- n (?P<key>[^>]+?) -->")

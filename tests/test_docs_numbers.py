@@ -33,8 +33,10 @@ def test_the_measured_pages_quote_through_markers():
         assert len(docs_numbers.MARK.findall((ROOT / name).read_text())) >= 5, name
 
 
-def test_every_key_names_an_experiment_of_the_file():
-    assert {key.split(":")[0] for key in NUMBERS} <= set(docs_numbers.EXPERIMENTS)
+def test_every_key_names_an_experiment_or_a_committed_result_of_the_file():
+    assert {key.split(":")[0] for key in NUMBERS} <= {*docs_numbers.EXPERIMENTS, *docs_numbers.COMMITTED}
+    for name in docs_numbers.COMMITTED:
+        assert (docs_numbers.ROOT / "docs" / "results" / name / "result.json").exists(), name
 
 
 def test_render_keeps_the_digits_the_text_shows():
