@@ -267,4 +267,5 @@ def reviews(n: int, seed: int) -> list[str]:
     return [review(rng) for _ in range(n)]
 
 
-__all__ = ["BANDS", "OUTBURST_WORDS", "OUTBURSTS", "SENTIMENTS", "VERSION", "band", "lexicon", "review", "reviews", "role"]
+__all__ = ["BANDS", "OUTBURST_WORDS", "OUTBURSTS", "SENTIMENTS", "VERSION", "band", "lexicon", "review", "reviews",
+           "role"]

@@ -27,7 +27,7 @@ class RLConfig:
     default_size: str = "full"
     """Size of the embedded default when model is "default": full (built once, minutes on a CPU) or quick (seconds)."""
     reward: str = "vader"
-    """Comma-separated: vader | vader-logit (its log-odds) | hf-classifier:PATH | module:function (TRL's (prompts, completions, **kw) or texts)."""
+    """Comma-separated: vader | vader-logit | hf-classifier:PATH | module:function (TRL's or texts -> floats)."""
     reward_weights: tuple[float, ...] = ()
     """One weight per reward function (empty: all 1); the score is the weighted sum, as TRL's reward_weights."""
     prompts: str | None = None
