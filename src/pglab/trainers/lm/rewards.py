@@ -5,8 +5,9 @@ ships with it). ``vader-logit``: its log-odds, log((1 + c) / (1 - c)), so that m
 sentiment keeps paying instead of saturating at 1, as a classifier's log-odds does (llm-ch6's
 reward); VADER rounds c to 4 decimals, so c is held within +-0.9999 and the score within +-9.9.
 ``hf-classifier:PATH``: an ``AutoModelForSequenceClassification`` folder; the score is the
-positive logit minus the negative logit (log-odds), and it also reports P(positive). ``module:function``: any importable Python callable (the current folder is on the
-import path), in one of two forms, told apart by its signature:
+positive logit minus the negative logit (log-odds), and it also reports P(positive).
+``module:function``: any importable Python callable (the current folder is on the import path),
+in one of two forms, told apart by its signature:
 
 - TRL's: ``fn(prompts, completions, **kwargs) -> list[float | None]`` (a function with a
   ``prompts`` or ``completions`` parameter, or ``**kwargs``). It receives the prompts as in the
