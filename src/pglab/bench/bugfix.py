@@ -99,7 +99,8 @@ def run(quick: bool = False) -> Result:
         {"cache": "cold", "steps_per_s": cold_sps, "sandbox_runs": cold_runs},
         {"cache": "off (reference)", "steps_per_s": off_sps, "sandbox_runs": off_runs},
     ]
-    result.metrics.update({"warm_steps_per_s": warm_sps, "cold_steps_per_s": cold_sps, "off_steps_per_s": off_sps,
+    result.metrics.update({"load_average_1min": os.getloadavg()[0],
+                           "warm_steps_per_s": warm_sps, "cold_steps_per_s": cold_sps, "off_steps_per_s": off_sps,
                            "warm_over_off": warm_sps / off_sps, "programs_filled": len(programs),
                            "fill_programs_per_s": len(programs) / fill_s})
     result.check_range("warm-cache steps/s of scripted random play", warm_sps, low=TARGET,

@@ -107,7 +107,7 @@ def run(config: Config, result: Result) -> None:
     sandbox = grader.sandbox.describe()
     result.tables["sandbox"] = [{"isolation": sandbox["isolation"], "landlock ABI": sandbox["landlock_abi"],
                                  "root": sandbox["root"], "not applied": "; ".join(sandbox["not_applied"]) or "-"}]
-    rows = []
+    rows, random_exact = [], {}
     for k, kind in enumerate(KINDS):
         policy = scripted_policy(kind, config.seed + k)
         for split in SPLITS:
@@ -116,6 +116,8 @@ def run(config: Config, result: Result) -> None:
             plays = [t for t in tasks for _ in range(config.episodes_per_task)]
             episodes = [scripted_rollout(policy, env, t) for t in track(plays, f"{kind} on {split}")]
             exact = [exact_pass_rate(kind, t, grader, config.budget) for t in tasks]
+            if kind == "random":
+                random_exact.update({t.name: p for t, p in zip(tasks, exact)})
             stats = episode_stats(episodes)
             mean_exact = sum(exact) / len(exact)
             se = math.sqrt(sum(p * (1 - p) for p in exact) / config.episodes_per_task) / len(tasks)
@@ -143,4 +145,21 @@ def run(config: Config, result: Result) -> None:
                  sum(r["bug: repaired"] for r in right) / sum(r["tasks"] for r in right),
                  all(r["bug: repaired"] == r["tasks"] for r in right), "1", "exact: the share over every task")
     result.figures["pass_rates"] = pass_rate_figure(rows)
-    result.metrics.update({f"{r['policy']}_{r['split']}_pass_rate": r["pass_rate"] for r in rows})
+    result.metrics.update({f"{r['policy']}_{r['split']}_{stat}": r[stat] for r in rows
+                           for stat in ("pass_rate", "exact_pass_rate", "valid_calls", "submit_rate", "turns")})
+    result.metrics.update({f"ops {r['family']} {r['op']}: bug {what}": r[f"bug: {what}"] for r in effects
+                           for what in ("repaired", "no change")})
+    result.metrics.update(random_exact_by_later_edits(make_tasks("all"), random_exact))
+
+
+def random_exact_by_later_edits(tasks: list, exact: dict[str, float]) -> dict[str, float]:
+    """Lowest and highest exact random pass rate (``exact``: task name -> rate) over the tasks where some op,
+    the right one included, changes the repaired source (an edit after the repair can undo it) and over the
+    tasks where every op leaves the repaired source as it is."""
+    exposed = {t.name: any(apply_op(op, t.fixed) != t.fixed for op in OP_NAMES) for t in tasks}
+    metrics = {}
+    for label, flag in (("an op changes the repaired source", True), ("no op changes the repaired source", False)):
+        rates = [exact[t.name] for t in tasks if exposed[t.name] == flag]
+        metrics |= {f"random exact, {label}: min": min(rates), f"random exact, {label}: max": max(rates),
+                    f"random exact, {label}: tasks": len(rates)}
+    return metrics
