@@ -127,6 +127,7 @@ def run(config: Config, result: Result) -> None:
         paths[method], arms[method] = pi[:, :config.seeds], arm[:config.seeds]
         rows.append(count_row(method, arm, best, config.seeds))
         result.metrics[f"{method}: wrong-commit rate"] = rows[-1]["all runs: wrong rate"]
+        result.metrics[f"{method}: demo runs on a worse arm"] = rows[-1]["demo: wrong arm"]
         result.metrics[f"{method}: mean J at step {config.steps}, c not included"] = (
             float(bandit.exact_value(trajectory.thetas[-1]).mean()) - config.offset)
     result.tables["race"] = rows
@@ -135,8 +136,16 @@ def run(config: Config, result: Result) -> None:
     rate, se = without["all runs: wrong rate"], without["all runs: se"]
     low, high = (count / BOOK_DEMO_RUNS for count in BOOK_WRONG_RANGE)
     k = config.sigmas
+    accepted = (low - k * se, high + k * se)
+    result.metrics.update({
+        "no baseline: wrong-commit rate se": se,
+        "no baseline: lowest rate the claim accepts": accepted[0],
+        "no baseline: highest rate the claim accepts": accepted[1],
+        # a demo of `seeds` runs is one binomial draw at the measured rate
+        "no baseline: expected demo runs on a worse arm": config.seeds * rate,
+        "no baseline: binomial se of the demo count": math.sqrt(config.seeds * rate * (1.0 - rate))})
     result.check_range(f"no baseline: wrong-commit rate over {config.rate_runs} runs vs course-ch7's 3-5 of 12",
-                       rate, low - k * se, high + k * se,
+                       rate, *accepted,
                        tolerance=f"the book's range {low:.3f}-{high:.3f} widened by {k:g} binomial se of our rate "
                                  f"(se = {se:.2g})")
     result.check("running-average baseline: demo runs committed to a wrong arm", with_baseline["demo: wrong arm"],

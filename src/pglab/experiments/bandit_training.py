@@ -64,20 +64,27 @@ def summary_rows(baseline: str, values: torch.Tensor, best_prob: torch.Tensor, c
     rows = []
     for step, book_value in zip(config.checkpoints, BOOK_MEAN_J[baseline]):
         mean, se = float(values[step].mean()), float(standard_error(values[step]))
+        tol = book_tolerance(se, config.sigmas)
         rows.append({"baseline": baseline, "quantity": f"mean J at step {step}", "ours": mean, "se": se,
                      "book": book_value})
-        result.check_close(f"{baseline}: mean J at step {step} vs llm-ch6 §6.7", mean, book_value,
-                           book_tolerance(se, config.sigmas),
+        result.metrics[f"{baseline}: mean J at step {step}"] = mean
+        result.metrics[f"{baseline}: tolerance of mean J at step {step} vs the book"] = tol
+        result.check_close(f"{baseline}: mean J at step {step} vs llm-ch6 §6.7", mean, book_value, tol,
                            f"{config.sigmas:g} se of the difference of our {n}-run mean and the book's, its se taken "
                            f"equal to ours (se = {se:.2g} over runs)")
-    low, high = torch.quantile(values[-1], torch.tensor([0.1, 0.9], dtype=values.dtype)).tolist()
+    low, q1, q3, high = torch.quantile(values[-1], torch.tensor([0.1, 0.25, 0.75, 0.9], dtype=values.dtype)).tolist()
+    result.metrics.update({f"{baseline}: 10th pct of J at step {config.steps}": low,
+                           f"{baseline}: 90th pct of J at step {config.steps}": high,
+                           f"{baseline}: interquartile width of J at step {config.steps}": q3 - q1})
     rows.append({"baseline": baseline, "quantity": f"10th pct of J at step {config.steps}", "ours": low,
                  "book": BOOK_BAND[baseline][0]})
     rows.append({"baseline": baseline, "quantity": f"90th pct of J at step {config.steps}", "ours": high,
                  "book": BOOK_BAND[baseline][1]})
-    for label, share, book_share in (("P(best) > 0.5", (best_prob > 0.5), BOOK_BEST_ABOVE_HALF[baseline]),
-                                     ("P(best) < 0.1", (best_prob < 0.1), BOOK_BEST_BELOW_TENTH[baseline])):
+    for label, name, share, book_share in (
+            ("P(best) > 0.5", "above 0.5", (best_prob > 0.5), BOOK_BEST_ABOVE_HALF[baseline]),
+            ("P(best) < 0.1", "below 0.1", (best_prob < 0.1), BOOK_BEST_BELOW_TENTH[baseline])):
         p = float(share.double().mean())
+        result.metrics[f"{baseline}: share of runs with P(best) {name}"] = p
         se, book_se = binomial_se(p, n), binomial_se(book_share, BOOK_RUNS)
         rows.append({"baseline": baseline, "quantity": f"share of runs with {label}", "ours": p, "se": se,
                      "book": book_share})
@@ -123,14 +130,18 @@ def run(config: Config, result: Result) -> None:
         for arm, count in enumerate(counts, start=1):
             count_rows.append({"baseline": baseline, "most likely arm at the end": arm, "ours": count,
                                "book": BOOK_FINAL_COUNTS[baseline].get(arm, 0)})
+            result.metrics[f"{baseline}: runs ending most likely on arm {arm}"] = count
         on_best = counts[best] / config.seeds
         result.metrics[f"{baseline}: share ending on the best arm"] = on_best
         result.metrics[f"{baseline}: mean J at step {config.steps}"] = float(values[baseline][-1].mean())
         book_best = BOOK_FINAL_COUNTS[baseline].get(best + 1, 0) / BOOK_RUNS
         if baseline == "none":
             se, book_se = binomial_se(1.0 - on_best, config.seeds), binomial_se(1.0 - book_best, BOOK_RUNS)
+            tol = book_tolerance(se, config.sigmas, book_se)
+            result.metrics.update({"none: share ending on a worse arm": 1.0 - on_best,
+                                   "none: tolerance of the worse-arm share vs the book": tol})
             result.check_close("none: share of runs ending on a worse arm vs llm-ch6 §6.7", 1.0 - on_best,
-                               1.0 - book_best, book_tolerance(se, config.sigmas, book_se),
+                               1.0 - book_best, tol,
                                f"{config.sigmas:g} binomial se of the difference of our {config.seeds}-run share "
                                f"and the book's {BOOK_RUNS}-run one (se {se:.2g} and {book_se:.2g})")
         else:

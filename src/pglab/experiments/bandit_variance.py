@@ -169,6 +169,7 @@ def run(config: Config, result: Result) -> None:
         var, se = variance_with_se(mc_estimates(bandit, theta, b, n, gen))
         exact = float(bandit.exact_total_variance(theta, b))
         sweep.append({"b": b, "monte_carlo": var, "se": se, "exact": exact, "book": BOOK_SWEEP.get(b, math.nan)})
+        result.metrics[f"exact variance at b = {b:g}"] = exact
         result.check_close(f"total variance at b = {b:g}: Monte Carlo vs exact", var, exact, k * se,
                            f"{k:g} standard errors of the sample variance, se = {se:.2g}")
     result.tables["baseline_sweep"] = sweep
@@ -176,6 +177,7 @@ def run(config: Config, result: Result) -> None:
     if booked:
         # The book's numbers are 200,000-sample estimates: their se is ours scaled by sqrt(n / 200,000).
         worst = max(abs(r["book"] - r["exact"]) / (r["se"] * math.sqrt(n / BOOK_SAMPLES)) for r in booked)
+        result.metrics["book sweep: worst distance from exact in standard errors"] = worst
         result.check_range("llm-ch6 §6.7 sweep: the book's Monte Carlo variances vs exact (worst |book - exact| / se)",
                            worst, high=k, tolerance=f"{k:g} standard errors of a {BOOK_SAMPLES:,}-sample variance "
                            "(our se scaled to the book's sample size)")
@@ -210,4 +212,8 @@ def run(config: Config, result: Result) -> None:
 
     result.metrics.update({"J": value, "b_star": b_star_exact, "variance_no_baseline": sweep[0]["exact"],
                            "variance_at_b_star": float(bandit.exact_total_variance(theta, b_star_exact))})
+    result.metrics.update({f"exact gradient, arm {arm}": g for arm, g in enumerate(exact_grad.tolist(), start=1)})
+    result.metrics.update({f"skewed theta: {quantity}": v for quantity, v in ours_skewed.items()})
+    result.metrics["skewed theta: b*"] = float(bandit.optimal_baseline(skewed))
+    result.metrics.update({row["case"]: row["exact"] for row in result.tables["course_ch7_worked_example"]})
     result.figures["variance_vs_baseline"] = variance_figure(bandit, sweep, skewed, k)
