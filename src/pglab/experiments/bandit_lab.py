@@ -129,6 +129,8 @@ def exercise_7_4(config: Config, result: Result, generator: torch.Generator) -> 
                          "exact bias": float(exact[arm] - gradient[arm])})
         if label == "b(a) = (2, 2, 0)":
             for arm in range(3):
+                result.metrics[f"ex 7.4: expected estimate {arm + 1}"] = float(exact[arm])
+                result.metrics[f"ex 7.4: bias {arm + 1}"] = float(exact[arm] - gradient[arm])
                 result.check_close(f"ex 7.4: expected estimate, component {arm + 1}", float(exact[arm]),
                                    BOOK_EX74["expected"][arm], 5e-4, "exact; the book's fractions to 3 decimals")
                 result.check_close(f"ex 7.4: bias, component {arm + 1}", float(exact[arm] - gradient[arm]),
@@ -157,12 +159,14 @@ def exercise_7_9(config: Config, result: Result, generator: torch.Generator) -> 
         if name != "spread at b = 10":
             rows.append({"quantity": f"{name} at pi = (0.8, 0.1, 0.1)", "exact": numbers[name],
                          "book": BOOK_EX79[name]})
+        result.metrics[f"ex 7.9: {name}"] = numbers[name]
         digits = len(f"{BOOK_EX79[name]}".split(".")[1])
         result.check_close(f"ex 7.9: {name}", numbers[name], BOOK_EX79[name], 0.5 * 10**-digits,
                            f"exact; the book's {digits} decimals")
     for arm in range(3):
         rows.append({"quantity": f"grad J component {arm + 1} at pi = (0.8, 0.1, 0.1)",
                      "exact": float(gradient[arm]), "book": BOOK_EX79["grad J"][arm]})
+        result.metrics[f"ex 7.9: grad J {arm + 1}"] = float(gradient[arm])
         result.check_close(f"ex 7.9: grad J component {arm + 1}", float(gradient[arm]), BOOK_EX79["grad J"][arm],
                            5e-3, "exact; the book's 2 decimals")
     return rows

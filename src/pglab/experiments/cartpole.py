@@ -135,6 +135,7 @@ def run(config: Config, result: Result) -> None:
     order = [w for w in WEIGHTINGS if w in medians]
     for low, high in zip(order[:-1], order[1:]):
         p = rank_sum_p(finals[low], finals[high])
+        result.metrics[f"{low} < {high}: rank-sum p"] = p
         result.check(f"final return: {LABELS[low]} < {LABELS[high]} (one-sided rank-sum p)", p, p <= SIGNIFICANCE,
                      f"<= {SIGNIFICANCE:g}",
                      f"exact Mann-Whitney test over the seeds' final returns; {config.seeds} seeds with no overlap "

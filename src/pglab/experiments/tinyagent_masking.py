@@ -100,6 +100,7 @@ def run(config: Config, result: Result) -> None:
         values = [r[ratio] for r in per_seed]
         result.metrics.update({f"median {ratio}": float(np.median(values)), f"lowest {ratio}": min(values),
                                f"highest {ratio}": max(values)})
+    result.metrics["prompt tokens per episode"] = rows[0]["count"] / per_seed[0]["episodes"]
     # prompt / policy is not compared: the book's prompt is about 6 words, BugFixEnv's 63 tokens, and a longer
     # prompt spreads the same attention over more positions (ours: about a tenth of the book's 1.26)
     check_one_more(result, "mean embedding gradient, tool / policy: the book's 0.213 as one more base agent",

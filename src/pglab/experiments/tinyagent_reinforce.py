@@ -119,7 +119,8 @@ def run(config: Config, result: Result) -> None:
                          "base_heldout_submit": stats["base_heldout"]["submit_rate"],
                          "trained_train_valid": stats["trained_train"]["valid_calls"],
                          "trained_heldout_valid": stats["trained_heldout"]["valid_calls"],
-                         **{f"first_edit_right_{row['split']}": row["first_edit_right"] for row in table},
+                         **{f"{quantity}_{row['split']}": row[quantity] for row in table
+                            for quantity in ("first_edit_right", "read_rate", "edits_per_episode")},
                          **printed_step_stats(history),
                          "loss_vs_step": correlation_with_step([r["score_loss"] for r in history]),
                          "reward_vs_step": correlation_with_step([r["reward"] for r in history]),
