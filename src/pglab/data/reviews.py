@@ -2,7 +2,7 @@
 
 Reviews are lower-case English about films, books, albums, restaurants, hotels, phones, games,
 courses, shows and concerts, one to six sentences long, with a sentiment drawn per review
-(positive, negative, neutral or mixed). The sentiment words are the lexicon's own: about 6,900
+(positive, negative, neutral or mixed). The sentiment words are the lexicon's own: about 6,800
 rated words (``vader_lexicon.txt``, shipped with the ``vaderSentiment`` package; abbreviations,
 slurs and the violent extremes left out), grouped by rating band and, from their endings, by role
 (adjective, adverb, noun, gerund, other). Thirty sentence shapes, items, aspects, names, places,
