@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NUMBERS = ROOT / "docs" / "numbers.json"
 EXPERIMENTS = ("tinyagent-reinforce", "tinyagent-masking", "tinyagent-baselines", "tinyagent-reward-to-go",
                "aggregation", "design-problems", "lm-kl", "lm-beta-optimum", "bandit-lab",
-               "cartpole", "hf-agent")
+               "cartpole", "hf-agent", "tokenworld-gae", "tokenworld-training")
 """The experiments the docs quote, run at full size with their default seeds (about 25 minutes on 2 idle cores)."""
 COMMITTED = ("bench-lm-vs-trl", "bench-lm-vs-trl-malloc")
 """Results the docs quote from their committed folder, docs/results/NAME/result.json (benchmarks: rerun by hand on an
