@@ -124,6 +124,7 @@ def start_table(result: Result) -> list[dict]:
     rows = []
     for name, value in ours.items():
         rows.append({"quantity": name, "exact": float(value), "book": float(BOOK_START[name])})
+        result.metrics[f"exact {name}"] = float(value)
         check_printed(result, f"llm-ch6 §6.8: exact {name}", float(value), BOOK_START[name])
     return rows
 
@@ -156,6 +157,8 @@ def episode_table(critic: torch.Tensor, result: Result) -> list[dict]:
                         f"{name} book": BOOK_EPISODE[book_key[name]][t]})
         row.update({"exact A": float(exact[t]), "exact A book": BOOK_EPISODE["exact"][t]})
         rows.append(row)
+        result.metrics[f"{EXAMPLE} t {t}: V ours"] = row["V ours"]
+        result.metrics[f"{EXAMPLE} t {t}: GAE from book V"] = row["GAE from book V"]
     for name in lams:
         gap = max(abs(r[f"{name} from book V"] - r[f"{name} book"]) for r in rows)
         result.check(f"{EXAMPLE}: {name} (lambda {lams[name]:g}) from the book's V column = the printed one", gap,
@@ -197,6 +200,14 @@ def tradeoff(critics: dict[float, torch.Tensor], config: Config, gen: torch.Gene
     return list(rows.values())
 
 
+def book_entry_metrics(rows: list[dict], result: Result) -> None:
+    """Our Monte Carlo and exact bias^2 and variance at every (critic, lambda) the book prints, as metrics."""
+    for row in rows:
+        if (row["noise"], row["lambda"]) in BOOK_TRADEOFF:
+            for part in ("bias2", "bias2 exact", "variance", "variance se", "variance exact"):
+                result.metrics[f"noise {row['noise']:g}, lambda {row['lambda']:g}: {part}"] = row[part]
+
+
 def noise_draws(config: Config) -> dict[float, dict[str, np.ndarray]]:
     """bias^2, variance and the best lambda by enumeration under ``noise_draws`` critics per noisy level.
 
@@ -233,10 +244,11 @@ def draws_table(draws: dict[float, dict[str, np.ndarray]], config: Config, resul
                                tolerance=f"the range of {config.noise_draws} draws holds a fresh draw with "
                                          f"probability {config.noise_draws - 1}/{config.noise_draws + 1} = "
                                          f"{coverage:.0%} (enumeration per draw)")
-    for noise, book_best in BOOK_BEST_LAMBDA.items():
-        if noise in draws and book_best in config.lambdas:
-            share = float((draws[noise]["best"] == book_best).mean())
-            result.metrics[f"share of draws with best lambda {book_best:g}, critic noise {noise:g}"] = share
+    for noise in draws:
+        for lam in config.lambdas:
+            share = float((draws[noise]["best"] == lam).mean())
+            book = " (the book's)" if BOOK_BEST_LAMBDA.get(noise) == lam else ""
+            result.metrics[f"share of draws with best lambda {lam:g}{book}, critic noise {noise:g}"] = share
     return rows
 
 
@@ -315,6 +327,7 @@ def run(config: Config, result: Result) -> None:
         rows = tradeoff(critics, config, gen)
         draws = noise_draws(config)
     result.tables["tradeoff"] = rows
+    book_entry_metrics(rows, result)
     result.tables["noise_draws"] = draws_table(draws, config, result)
     check_tradeoff(rows, draws, config, result)
     result.figures["tradeoff"] = tradeoff_figure(rows, draws, config)

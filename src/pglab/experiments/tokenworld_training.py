@@ -122,6 +122,14 @@ def summary_row(method: str, curve: np.ndarray, config: Config, book: dict | Non
     return row
 
 
+def table_metrics(rows: list[dict], label: str, config: Config, result: Result) -> None:
+    """Each method's success at the milestones, median updates to the target and sd at SPREAD_AT, as metrics."""
+    keys = [f"success@{u}" for u in MILESTONES if u <= config.updates]
+    keys += [f"median updates to {config.target:g}", f"sd@{SPREAD_AT}"]
+    for row in rows:
+        result.metrics.update({f"{row['method']}{label}: {key}": row[key] for key in keys})
+
+
 def book_claims(curves: dict, config: Config, result: Result) -> None:
     """The book's table: median updates to the target and the sd over runs at SPREAD_AT, within stated tolerances."""
     k, n = config.sigmas, config.seeds
@@ -144,8 +152,10 @@ def book_claims(curves: dict, config: Config, result: Result) -> None:
                                    f"{PRINTED_MEDIAN:g} for the book's rounding")
             sd = float(curve[SPREAD_AT].std(ddof=1))
             se, book_se = sd / (2 * (n - 1)) ** 0.5, book["sd"] / (2 * (BOOK_RUNS - 1)) ** 0.5
+            tolerance = book_tolerance(se, k, book_se) + PRINTED_SD
+            result.metrics[f"{name}{label}: tolerance of sd@{SPREAD_AT} vs the book"] = tolerance
             result.check_close(f"{name}{label}: sd over runs at update {SPREAD_AT} vs llm-ch6 §6.10", sd, book["sd"],
-                               book_tolerance(se, k, book_se) + PRINTED_SD,
+                               tolerance,
                                f"{k:g} se of the difference of two sds, each with relative se 1/sqrt(2 (runs - 1)) "
                                f"(normal approximation; se {se:.2g} and {book_se:.2g}), plus {PRINTED_SD:g} for the "
                                "book's rounding")
@@ -200,9 +210,14 @@ def robustness_rows(config: Config, result: Result) -> list[dict]:
         at = {name: train(name, 0.0) for name in methods}
         ratio, se = sd_ratio(train("no baseline", config.shift), at["no baseline"])
         weakest = check_ordering(f"lr {lr:g}, update {SPREAD_AT}", at, config, result)
+        if {"GAE lambda 0.95", "GAE lambda 1"} <= at.keys():   # not a claim (it depends on lr): quoted by the docs
+            diff, gap_se = mean_gap(at["GAE lambda 1"], at["GAE lambda 0.95"])
+            result.metrics[f"lr {lr:g}: GAE lambda 1 ahead of 0.95 at {SPREAD_AT} (se)"] = diff / gap_se
         result.check_range(f"lr {lr:g}: no-baseline sd over runs at update {SPREAD_AT} grows with +{config.shift:g} "
                            "(ratio)", ratio, low=1.0 + k * se,
                            tolerance=f"above 1 by {k:g} se of the ratio, se = {se:.2g} (normal approximation)")
+        result.metrics.update({f"lr {lr:g}: weakest ordering gap (se)": weakest,
+                               f"lr {lr:g}: no-baseline sd ratio under +{config.shift:g}": ratio})
         rows.append({"lr": f"{lr:g}{' (fitted)' if lr == config.lr else ''}",
                      **{f"success@{SPREAD_AT}, {name}": float(v.mean()) for name, v in at.items()},
                      "weakest ordering gap (se)": weakest,
@@ -259,6 +274,9 @@ def run(config: Config, result: Result) -> None:
         for offset, table, books in ((0.0, "training", BOOK_PLAIN), (config.shift, "training_shifted", BOOK_SHIFTED)):
             result.tables[table] = [summary_row(name, curve.numpy(), config, books.get(name))
                                     for name, curve in curves[offset].items()]
+            table_metrics(result.tables[table], "" if offset == 0.0 else f", +{offset:g}", config, result)
+        result.metrics["largest share of runs below 0.5 at the end, any method and reward"] = max(
+            row["below 0.5 at the end"] for table in ("training", "training_shifted") for row in result.tables[table])
         book_claims(curves, config, result)
         check_claims(curves, config, result)
         result.tables["learning_rates"] = robustness_rows(config, result)
