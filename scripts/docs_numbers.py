@@ -28,9 +28,10 @@ ROOT = Path(__file__).resolve().parents[1]
 NUMBERS = ROOT / "docs" / "numbers.json"
 EXPERIMENTS = ("tinyagent-reinforce", "tinyagent-masking", "tinyagent-baselines", "tinyagent-reward-to-go",
                "aggregation", "design-problems", "lm-kl", "lm-beta-optimum", "bandit-lab",
-               "cartpole", "hf-agent")
+               "cartpole", "hf-agent", "repair-mdp-gradient", "loo-enumeration", "frozenlake-static",
+               "frozenlake-race")
 """The experiments the docs quote, run at full size with their default seeds (about 25 minutes on 2 idle cores)."""
-COMMITTED = ("bench-lm-vs-trl", "bench-lm-vs-trl-malloc")
+COMMITTED = ("bench-lm-vs-trl", "bench-lm-vs-trl-malloc", "bench-tabular")
 """Results the docs quote from their committed folder, docs/results/NAME/result.json (benchmarks: rerun by hand on an
 idle machine, never by this script)."""
 MARK = re.compile(r"(?<![\w.>])(?P<number>[-+]?\d[\d,]*(?:\.\d+)?)(?P<percent>%?)<!-- n (?P<key>[^>]+?) -->")
