@@ -29,9 +29,11 @@ NUMBERS = ROOT / "docs" / "numbers.json"
 EXPERIMENTS = ("tinyagent-reinforce", "tinyagent-masking", "tinyagent-baselines", "tinyagent-reward-to-go",
                "aggregation", "design-problems", "lm-kl", "lm-beta-optimum", "bandit-lab",
                "cartpole", "hf-agent", "bugfix-scripted", "bandit-race", "bandit-training", "bandit-variance",
-               "tokenworld-gae", "tokenworld-training")
+               "tokenworld-gae", "tokenworld-training", "repair-mdp-gradient", "loo-enumeration", "frozenlake-static",
+               "frozenlake-race")
 """The experiments the docs quote, run at full size with their default seeds (about 25 minutes on 2 idle cores)."""
-COMMITTED = ("bench-lm-vs-trl", "bench-lm-vs-trl-malloc", "bench-bugfix", "bench-bugfix-8f28683", "bench-bandit")
+COMMITTED = ("bench-lm-vs-trl", "bench-lm-vs-trl-malloc", "bench-bugfix", "bench-bugfix-8f28683", "bench-bandit",
+             "bench-tabular")
 """Results the docs quote from their committed folder, docs/results/NAME/result.json (benchmarks: rerun by hand on an
 idle machine, never by this script)."""
 MARK = re.compile(r"(?<![\w.>])(?P<number>[-+]?\d[\d,]*(?:\.\d+)?)(?P<percent>%?)<!-- n (?P<key>[^>]+?) -->")

@@ -10,6 +10,7 @@ policy entropy (the loop is ``pglab.trainers.tabular.race_run``).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -114,6 +115,7 @@ def run(config: Config, result: Result) -> None:
         f"{config.batch_episodes} episodes per update, value step {config.alpha_v:g}. Updates-to-90% counts the "
         f"updates before the first {config.smooth}-update window whose mean batch success reaches "
         f"{config.target:g}. Standard errors come from a bootstrap over seeds.")
+    start = time.perf_counter()
     seeds = range(config.first_seed, config.first_seed + config.seeds)
     jobs = [RaceJob(variant, seed) for variant in config.variants for seed in seeds]
     curves = run_seeds(race_run, jobs, backend=config.backend, description="race runs", updates=config.updates,
@@ -146,7 +148,7 @@ def run(config: Config, result: Result) -> None:
     gap_se = bootstrap_se(lambda p: np.median(p[:, 1]) - np.median(p[:, 0]), pair, config.bootstrap, rng)
     result.check_range(f"median updates-to-90%: runner-up ({runner_up}) minus normalised", gap, low=k * gap_se,
                        tolerance=f"normalised fastest by {k:g} bootstrap se over runs (se = {gap_se:.3g})")
-    ratios = {}
+    ratios, ratio_ses = {}, {}
     for other in ("centred", "reward-to-go"):
         if other not in steps:
             continue
@@ -154,7 +156,7 @@ def run(config: Config, result: Result) -> None:
         se = bootstrap_se(lambda p: p[:, 0].mean() / p[:, 1].mean(), np.stack([steps["normalised"], steps[other]], 1),
                           config.bootstrap, rng)
         book = BOOK_TABLE["normalised"][3] / BOOK_TABLE[other][3]
-        ratios[other] = ratio
+        ratios[other], ratio_ses[other] = ratio, se
         result.check_close(f"mean step norm over the first {window} updates: normalised / {other} vs d2l-14.6",
                            ratio, book, book_tolerance(se, k),
                            f"{k:g} se of the difference of our {config.seeds}-run ratio and the book's "
@@ -166,5 +168,11 @@ def run(config: Config, result: Result) -> None:
                        f"{k:g} se of the difference of our {config.seeds}-run mean and the book's, its se taken "
                        f"equal to ours (se = {se:.2g} over runs)")
     result.metrics.update({f"median_to90_{v}": m for v, m in medians.items()})
+    result.metrics.update({f"fastest_to90_{v}": int(r.min()) for v, r in reach.items()})
+    result.metrics.update({f"slowest_to90_{v}": int(r.max()) for v, r in reach.items()})
+    result.metrics.update({f"step_norm_{v}": float(norms.mean()) for v, norms in steps.items()})
+    result.metrics.update({"median_gap_runner_up": gap, "median_gap_se": gap_se, "step_norm_se_centred": se})
     result.metrics.update({f"step_ratio_normalised_over_{v}": r for v, r in ratios.items()})
+    result.metrics.update({f"step_ratio_se_normalised_over_{v}": r for v, r in ratio_ses.items()})
     result.figures.update(race_figures(runs, config))
+    result.metrics["wall seconds"] = time.perf_counter() - start

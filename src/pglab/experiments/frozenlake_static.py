@@ -15,6 +15,7 @@ autograd through ``reinforce_loss``), so that thousands of batches cost one samp
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -40,6 +41,8 @@ LADDER = (("reward-to-go", "centred"), ("centred", "exact baseline"), ("normalis
 """The book's ordering of the relative variances: each first estimator above the second."""
 LADDER_TIE = ("return", "reward-to-go")
 """The book's return and reward-to-go differ by a few percent: the return must not fall below."""
+SWEEP_METRICS = ("J", "reward-to-go - centred (se)", "normalised - exact baseline (se)", "centred - normalised (se)")
+"""Columns of the sweep table that become metrics, per freeze point (the docs quote them)."""
 
 
 @dataclass
@@ -260,6 +263,7 @@ def run(config: Config, result: Result) -> None:
         f"and at {len(config.sweep_updates)} freeze points of a sweep; exact J, grad J and V^pi by the linear solve on "
         f"the calm 4x4 FrozenLake (gamma = {config.gamma:g}, no time limit). Standard errors come from a bootstrap "
         "over the batches, paired across estimators (they share the batches).")
+    start = time.perf_counter()
     mdp = frozen_lake(is_slippery=False, gamma=config.gamma)
     rng = np.random.default_rng(config.bootstrap_seed)
     with single_torch_thread():
@@ -285,4 +289,9 @@ def run(config: Config, result: Result) -> None:
                            "ordering holds from J": min(holds, default=float("nan")),
                            "ordering holds up to J": max(holds, default=float("nan"))})
     result.metrics.update({f"relative_variance_{k}": v for k, v in graded["rel"].items()})
+    result.metrics.update({"lowest cosine to grad J": min(graded["cos"].values()),
+                           "highest cosine to grad J": max(graded["cos"].values())})
+    result.metrics.update({f"sweep {row['freeze point (updates)']}: {column}": row[column] for row in rows
+                           for column in SWEEP_METRICS})
     result.figures["relative_variance_vs_J"] = sweep_figure(rows, config)
+    result.metrics["wall seconds"] = time.perf_counter() - start
