@@ -58,9 +58,8 @@ def cpu_name() -> str:
 
 def collect(runs: Path, run_missing: bool) -> tuple[dict[str, float], dict[str, dict]]:
     """(experiment:metric -> value for every numeric metric of runs/NAME/result.json, NAME -> its provenance)."""
-    numbers, sources = {}, {}
-    for name in EXPERIMENTS:
-        path = runs / name / "result.json"
+    paths = {name: runs / name / "result.json" for name in EXPERIMENTS}
+    for name, path in paths.items():
         if not path.exists():
             if not run_missing:
                 raise SystemExit(f"{path} is missing: run `pglab reproduce {name} --out {path.parent}` or pass --run")
@@ -68,20 +67,14 @@ def collect(runs: Path, run_missing: bool) -> tuple[dict[str, float], dict[str, 
             from pglab.report import write_report
 
             write_report(run_experiment(name), path.parent)
+    paths |= {name: ROOT / "docs" / "results" / name / "result.json" for name in COMMITTED}
+    numbers, sources = {}, {}
+    for name, path in paths.items():
         result = json.loads(path.read_text())
         sources[name] = {k: result["provenance"].get(k) for k in ("commit", "time_utc", "command")}
-        numbers.update(metrics_of(name, result))
-    for name in COMMITTED:
-        result = json.loads((ROOT / "docs" / "results" / name / "result.json").read_text())
-        sources[name] = {k: result["provenance"].get(k) for k in ("commit", "time_utc", "command")}
-        numbers.update(metrics_of(name, result))
+        numbers.update({f"{name}:{k}": float(v) for k, v in result["metrics"].items()
+                        if isinstance(v, (int, float)) and not isinstance(v, bool)})
     return numbers, sources
-
-
-def metrics_of(name: str, result: dict) -> dict[str, float]:
-    """experiment:metric -> value for every numeric metric of one result.json."""
-    return {f"{name}:{k}": float(v) for k, v in result["metrics"].items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def render(value: float, shown: str, percent: bool) -> str:

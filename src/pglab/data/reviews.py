@@ -159,15 +159,13 @@ def _article(phrase: str) -> str:
 
 
 def _outburst(rng: np.random.Generator, tone: str) -> str:
-    """One of the common strong words of ``tone`` repeated three to sixteen times, as an excited reviewer writes."""
+    """One of the common strong words of ``tone`` repeated two to six times, as an excited reviewer writes."""
     word = _pick(rng, OUTBURST_WORDS[tone])
     times = int(rng.integers(2, 7))
     shape = int(rng.integers(3))
     if shape == 0:
         return " ! ".join([word] * times) + " !"
-    if shape == 1:
-        return " ".join([word] * times) + " ."
-    return " ".join([word] * times) + " !!!"
+    return " ".join([word] * times) + (" ." if shape == 1 else " !!!")
 
 
 def _opening(rng: np.random.Generator, item: str, tone: str) -> str:

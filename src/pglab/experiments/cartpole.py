@@ -127,7 +127,6 @@ def run(config: Config, result: Result) -> None:
         for w, f in finals.items()]
     result.tables["timing"] = timing + [{"weighting": "all", "wall s": wall,
                                          "env steps": sum(t["env steps"] for t in timing)}]
-    result.metrics["wall seconds"] = wall
     result.metrics["env steps per second (all workers)"] = result.tables["timing"][-1]["env steps"] / wall
     medians = {w: float(np.median(f)) for w, f in finals.items()}
     for w, m in medians.items():

@@ -10,7 +10,6 @@ policy entropy (the loop is ``pglab.trainers.tabular.race_run``).
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -115,7 +114,6 @@ def run(config: Config, result: Result) -> None:
         f"{config.batch_episodes} episodes per update, value step {config.alpha_v:g}. Updates-to-90% counts the "
         f"updates before the first {config.smooth}-update window whose mean batch success reaches "
         f"{config.target:g}. Standard errors come from a bootstrap over seeds.")
-    start = time.perf_counter()
     seeds = range(config.first_seed, config.first_seed + config.seeds)
     jobs = [RaceJob(variant, seed) for variant in config.variants for seed in seeds]
     curves = run_seeds(race_run, jobs, backend=config.backend, description="race runs", updates=config.updates,
@@ -175,4 +173,3 @@ def run(config: Config, result: Result) -> None:
     result.metrics.update({f"step_ratio_normalised_over_{v}": r for v, r in ratios.items()})
     result.metrics.update({f"step_ratio_se_normalised_over_{v}": r for v, r in ratio_ses.items()})
     result.figures.update(race_figures(runs, config))
-    result.metrics["wall seconds"] = time.perf_counter() - start

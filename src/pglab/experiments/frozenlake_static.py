@@ -15,7 +15,6 @@ autograd through ``reinforce_loss``), so that thousands of batches cost one samp
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -263,7 +262,6 @@ def run(config: Config, result: Result) -> None:
         f"and at {len(config.sweep_updates)} freeze points of a sweep; exact J, grad J and V^pi by the linear solve on "
         f"the calm 4x4 FrozenLake (gamma = {config.gamma:g}, no time limit). Standard errors come from a bootstrap "
         "over the batches, paired across estimators (they share the batches).")
-    start = time.perf_counter()
     mdp = frozen_lake(is_slippery=False, gamma=config.gamma)
     rng = np.random.default_rng(config.bootstrap_seed)
     with single_torch_thread():
@@ -294,4 +292,3 @@ def run(config: Config, result: Result) -> None:
     result.metrics.update({f"sweep {row['freeze point (updates)']}: {column}": row[column] for row in rows
                            for column in SWEEP_METRICS})
     result.figures["relative_variance_vs_J"] = sweep_figure(rows, config)
-    result.metrics["wall seconds"] = time.perf_counter() - start

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import time
 import types
 import typing
 from dataclasses import dataclass
@@ -108,10 +109,13 @@ class Experiment:
             raise ValueError(f"{self.name}: --first-seed must be >= 0, got {config.first_seed}")
 
     def run(self, quick: bool = False, command: str | None = None, **overrides: Any) -> Result:
-        """Run with the given settings and return the Result (its header and provenance filled in here)."""
+        """Run with the given settings and return the Result (its header, provenance and the metric ``wall seconds``
+        filled in here)."""
         config = self.config(quick=quick, **overrides)
         result = Result(self.name, dataclasses.asdict(config), provenance=provenance(command))
+        started = time.perf_counter()
         self.module().run(config, result)
+        result.metrics["wall seconds"] = time.perf_counter() - started
         return result
 
 
