@@ -87,10 +87,16 @@ def reply_logits(model: torch.nn.Module, ids: torch.Tensor, start: int, group_si
     one prompt), the prompt runs once per group and its KV cache is repeated for the group's rows:
     the same logits up to float rounding, for (K - 1) / K less prompt work in forward and backward.
     ``attention_mask`` [B, T] is needed only for left-padded prompts (0 on the padding); the
-    positions then count real tokens only, as in sampling.
+    positions then count real tokens only, as in sampling. A ``plain_gpt2`` model's unpadded rows
+    go through :func:`pglab.models.gpt2.reply_logits` (the same logits without HF's forward machinery).
     """
+    from pglab.models import gpt2
+
     keep = ids.shape[1] - start + 1
     padded = attention_mask is not None and not bool(attention_mask[:, :start].all())
+    if not padded and gpt2.plain_gpt2(model):
+        with autocast(ids.device):
+            return full_precision(gpt2.reply_logits(model, ids, start, group_size))
     extra = {"attention_mask": attention_mask, "position_ids": positions_of(attention_mask)} if padded else {}
     if not accepts(model, "logits_to_keep"):
         with autocast(ids.device):

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
+from pglab.models.gpt2 import plain_gpt2, run_block
 from pglab.models.hf import accepts, cache_keyword, cache_of, positions_of
 
 Decoder = Callable[[torch.Tensor, int], torch.Tensor]
@@ -86,90 +88,73 @@ def hf_decoder(model: torch.nn.Module, prompt_mask: torch.Tensor | None = None, 
     return step
 
 
-class StaticCache:
-    """Preallocated keys and values, one [B, heads, T, head_dim] pair per layer, filled through ``update``.
-
-    GPT-2's attention layers call ``update`` with the new positions' keys and values and attend to
-    what it returns; ``filled`` is the number of positions written before the current forward.
-    """
-
-    def __init__(self, layers: int, length: int) -> None:
-        self.layers, self.length, self.filled = layers, length, 0
-        self.keys: list[torch.Tensor] = []
-        self.values: list[torch.Tensor] = []
-
-    def update(self, key: torch.Tensor, value: torch.Tensor, layer: int, **_: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write key, value [B, heads, q, head_dim] at filled..filled+q-1; return [B, heads, filled+q, head_dim]."""
-        if layer == len(self.keys):
-            batch, heads, _, dim = key.shape
-            self.keys.append(key.new_empty(batch, heads, self.length, dim))
-            self.values.append(value.new_empty(batch, heads, self.length, dim))
-        end = self.filled + key.shape[2]
-        self.keys[layer][:, :, self.filled:end] = key
-        self.values[layer][:, :, self.filled:end] = value
-        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end]
-
-    def repeat(self, times: int) -> None:
-        """Repeat every row ``times`` times (row b becomes rows b*times .. b*times+times-1)."""
-        self.keys = [k.repeat_interleave(times, 0) for k in self.keys]
-        self.values = [v.repeat_interleave(times, 0) for v in self.values]
-
-
-def attention_of(layout: Layout, q: int, position: int) -> torch.Tensor | None:
-    """sdpa's boolean mask [B, 1, q, position + q] over padded prompts (None: plain causal attention).
+def attention_of(layout: Layout, q: int, position: int, device: torch.device) -> torch.Tensor | None:
+    """sdpa's boolean mask [B or 1, 1, q, position + q] of q new tokens (None: no padding, and causal attention
+    needs no mask: a prompt from position 0, or a single query).
 
     A padding query attends to itself, so that no row is fully masked (which would give NaN).
     """
     keys = layout.keys(position + q)
-    if keys is None:
+    if keys is None and (position == 0 or q == 1):
         return None
+    causal = torch.ones(q, position + q, dtype=torch.bool, device=device).tril(position)
+    if keys is None:
+        return causal[None, None]
     if position == 0:
-        keys = layout.prompt_mask(0)
-        causal = torch.ones(q, q, dtype=torch.bool, device=keys.device).tril()
-        eye = torch.eye(q, dtype=torch.bool, device=keys.device)
-        return (causal & (keys[:, None, :] | eye))[:, None]
-    return keys[:, None, None, :].expand(-1, 1, q, -1)
+        keys = layout.prompt_mask(0)[:, None, :] | torch.eye(q, dtype=torch.bool, device=device)
+        return (causal & keys)[:, None]
+    return (causal & keys[:, None, :])[:, None]
 
 
 def gpt2_decoder(model: torch.nn.Module, length: int, prompt_mask: torch.Tensor | None = None,
                  group_size: int = 1) -> Decoder | None:
-    """A Decoder that runs a GPT2LMHeadModel's own blocks over a ``StaticCache`` of ``length`` positions.
+    """A Decoder that runs a ``plain_gpt2`` model's blocks (``pglab.models.gpt2.run_block``) over preallocated
+    keys and values, or None for any other model.
 
-    The same function as the model's forward, without HF's per-call cache and mask machinery (which
-    costs more than a 2-layer model's arithmetic); the last layer norm and lm_head see only the last
-    position, and a one-token step attends through HF's eager (matmul) attention, faster than sdpa
-    for a single query on the CPU. None for any other model, or for attention other than sdpa (which masks causally when
-    given no mask).
+    Each layer keeps one [B, heads, length, head_dim] buffer of keys and one of values; a group's
+    prompt runs once and its keys and values are written to all K rows of the group. A one-token
+    step attends with two matmuls (HF's eager attention, faster than sdpa's CPU kernel for a single
+    query); the last layer norm and lm_head see only the last position.
     """
-    from transformers import GPT2LMHeadModel
-
-    config = getattr(model, "config", None)
-    if not isinstance(model, GPT2LMHeadModel) or config._attn_implementation != "sdpa" or config.add_cross_attention:
+    if not plain_gpt2(model):
         return None
-    body, cache = model.transformer, StaticCache(config.n_layer, length)
+    body = model.transformer
     layout = Layout(prompt_mask, group_size)
+    keys: list[torch.Tensor] = []
+    values: list[torch.Tensor] = []
 
     def step(ids: torch.Tensor, position: int) -> torch.Tensor:
-        rows = layout.rows(ids, position)
-        cache.filled = position
-        hidden = body.wte(rows) + body.wpe(layout.positions(ids.shape[1], position, ids.device))
-        attention = attention_of(layout, ids.shape[1], position)
-        one = ids.shape[1] == 1       # one query: two plain matmuls beat sdpa's CPU flash kernel (~1.7x)
-        if one and attention is not None:
-            attention = torch.zeros(attention.shape, dtype=hidden.dtype, device=hidden.device).masked_fill_(
-                ~attention, -math.inf)
-        config._attn_implementation = "eager" if one else "sdpa"
-        try:
-            for block in body.h:
-                hidden = block(hidden, cache, attention_mask=attention)
-        finally:
-            config._attn_implementation = "sdpa"
+        rows, width = layout.rows(ids, position), ids.shape[1]
+        end, repeat = position + width, layout.repeats(position)
+        mask = attention_of(layout, width, position, ids.device)
+        if width == 1 and mask is not None:
+            mask = torch.zeros(mask.shape, device=ids.device).masked_fill_(~mask, -math.inf)
+        if position == 0:
+            keys.clear()
+            values.clear()
+        hidden = body.wte(rows) + body.wpe(layout.positions(width, position, ids.device))
+        for layer, block in enumerate(body.h):
+            def attend(q, k, v, scale, layer=layer):
+                if layer == len(keys):
+                    shape = (k.shape[0] * repeat, k.shape[1], length, k.shape[3])
+                    keys.append(k.new_empty(shape))
+                    values.append(v.new_empty(shape))
+                for buffer, new in ((keys[layer], k), (values[layer], v)):
+                    buffer.view(-1, repeat, *buffer.shape[1:])[:, :, :, position:end] = new[:, None]
+                if position == 0:
+                    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
+                                                          scale=scale)
+                past_keys, past_values = keys[layer][:, :, :end], values[layer][:, :, :end]
+                if width > 1:
+                    return F.scaled_dot_product_attention(q, past_keys, past_values, attn_mask=mask, scale=scale)
+                weights = torch.matmul(q, past_keys.transpose(-1, -2)) * scale
+                if mask is not None:
+                    weights = weights + mask.to(weights.dtype)
+                return torch.matmul(torch.softmax(weights, -1).to(past_values.dtype), past_values)
+
+            hidden = run_block(block, hidden, attend)
         logits = model.lm_head(body.ln_f(hidden[:, -1]))
-        repeat = layout.repeats(position)
-        if repeat > 1:
-            cache.repeat(repeat)
-            logits = logits.repeat_interleave(repeat, 0)
-        return logits
+        return logits.repeat_interleave(repeat, 0) if repeat > 1 else logits
 
     return step
 
@@ -180,4 +165,4 @@ def lockstep_decoder(model: torch.nn.Module, length: int, prompt_mask: torch.Ten
     return gpt2_decoder(model, length, prompt_mask, group_size) or hf_decoder(model, prompt_mask, group_size)
 
 
-__all__ = ["Decoder", "Layout", "StaticCache", "gpt2_decoder", "hf_decoder", "lockstep_decoder"]
+__all__ = ["Decoder", "Layout", "attention_of", "gpt2_decoder", "hf_decoder", "lockstep_decoder"]
