@@ -82,3 +82,26 @@ def test_only_plain_gpt2_models_take_the_written_out_path(model, tmp_path):
                                                           n_head=2)).eval(),
                                peft.LoraConfig(r=2, target_modules=["c_attn"], fan_in_fan_out=True))
     assert not gpt2.plain_gpt2(lora.get_base_model())       # its adapters would be skipped
+
+
+def test_the_sigmoid_form_gelu_is_gpt2s_gelu_new_with_its_derivative():
+    from transformers.activations import NewGELUActivation
+
+    from pglab.models.hf import TanhGELU
+
+    x = torch.linspace(-8, 8, 1001, dtype=torch.float64)
+    torch.testing.assert_close(TanhGELU()(x), NewGELUActivation()(x), rtol=0, atol=1e-14)
+    torch.testing.assert_close(TanhGELU()(x.float()), NewGELUActivation()(x.float()), rtol=0, atol=2e-6)
+    small = torch.randn(40, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(TanhGELU(), (small,))
+
+
+def test_fused_activations_leave_the_models_function(model):
+    import copy
+
+    from pglab.models.hf import TanhGELU, fuse_activations
+
+    fused = fuse_activations(copy.deepcopy(model))
+    assert all(isinstance(block.mlp.act, TanhGELU) for block in fused.transformer.h)
+    ids = _ids()
+    torch.testing.assert_close(fused(input_ids=ids).logits, model(input_ids=ids).logits, rtol=0, atol=1e-12)

@@ -2,8 +2,8 @@
 
 On a CPU, Hugging Face's GPT-2 forward spends more time in its cache, mask and output machinery
 than a small model spends in arithmetic. ``run_block`` is one transformer block written out (the
-same kernels in the same order as HF's block, so the same numbers up to float rounding; on the
-CPU they come out bitwise equal), with the attention left to the caller:
+same kernels in the same order as HF's block, so the same numbers up to float rounding), with the
+attention left to the caller:
 
 - ``reply_logits`` scores replies, running each group's shared prompt once and attending the
   replies to its keys and values repeated over the group (differentiable);
@@ -104,8 +104,8 @@ def reply_logits(model: torch.nn.Module, ids: torch.Tensor, start: int, group_si
                                                   attn_mask=mask, scale=scale)
 
         hidden = run_block(block, hidden, after_prompt)
-    head = model.lm_head(body.ln_f(head[:, -1:]))        # lm_head on each part, as HF's forward: the same rounding
-    return torch.cat([head.repeat_interleave(group_size, 0), model.lm_head(body.ln_f(hidden))], 1)
+    hidden = torch.cat([head[:, -1:].repeat_interleave(group_size, 0), hidden], 1)   # width C, not vocabulary V
+    return model.lm_head(body.ln_f(hidden))
 
 
 __all__ = ["Attend", "causal", "embed", "linear", "plain_gpt2", "reply_logits", "run_block"]

@@ -203,7 +203,7 @@ class HFPolicy:
         """
         raw = reply_logits(self.module, ids, start, group_size, attention_mask)
         keep = ids[:, start:] if self.top_p < 1 else None
-        return shape_logits(raw, self.banned, self.temperature, self.top_p, keep)
+        return shape_logits(raw, self.banned, self.temperature, self.top_p, keep, in_place=True)
 
     def prefixes(self, sequences: list[list[int]]) -> Prefixes:
         return HFPrefixes(self, len(sequences)) if self.use_cache else RecomputedPrefixes(self, len(sequences),

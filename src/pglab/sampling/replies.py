@@ -46,7 +46,7 @@ def sample_replies(policy: HFPolicy, prompt_ids: torch.Tensor, length: int, gene
     if top_p >= 1.0:
         if temperature != 1.0:
             noise.mul_(temperature)
-        noise = restrict(noise, policy.banned)
+        restrict(noise, policy.banned, in_place=True)
     banned = policy.banned
     ends = eos_id is not None and not (banned is not None and bool((banned == eos_id).any()))
     alive = torch.ones(batch, dtype=torch.bool, device=ids.device) if ends else None
