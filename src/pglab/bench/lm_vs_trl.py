@@ -1,7 +1,7 @@
 """bench lm-vs-trl: train-lm against TRL's GRPOTrainer doing the same work, and both against the GEMM-only bound.
 
-Both sides load the same random GPT-2 from one ``save_pretrained`` folder, with the same fused
-tanh GELU (``fuse_activations``) and, for TRL, ``gradient_checkpointing=False`` (GRPOConfig turns
+Both sides load the same random GPT-2 from one ``save_pretrained`` folder, with the same tanh
+GELU (``fuse_activations``: ``TanhGELU``) and, for TRL, ``gradient_checkpointing=False`` (GRPOConfig turns
 it on by default, so its backward would recompute the forward). Per step: prompts of 8 bytes x 4
 replies sampled at temperature 1 with end-of-text suppressed, the VADER score of prompt + reply,
 group-normalised advantages, beta = 0.05 with k3 in the loss, a token-mean loss, Adam and
@@ -10,11 +10,14 @@ clipping, on the CPU. Sizes: small (2 layers x 128 wide, 16 prompts x 4 x 24 tok
 
 The steps alternate: TRL's trainer runs, and after each of its steps (timed from on_step_begin to
 on_step_end) a callback times one pglab step, so each pair sees the same machine load. The claim
-is the median of the paired per-step ratios pglab / TRL, with its IQR.
+is the median of the paired per-step ratios pglab / TRL, with its IQR, over 40 pairs at the small
+size and 12 at the large one, after 2 warm-up pairs.
 
-Speed-ups: the reply sampler against ``plain_sample_replies`` (the same draws, bitwise: every row
-prefilled, banned ids masked every step, the end-of-text bookkeeping every step), and fused Adam
-against foreach Adam, alternating, with the time saved as a share of the step without it.
+Speed-ups, each against the plain way, alternating, with the time saved as a share of the step
+without it: the reply sampler against ``plain_sample_replies`` (the same draws, bitwise: every row
+prefilled, banned ids masked every step, the end-of-text bookkeeping every step); a scoring pass
+with its backward through ``pglab.models.gpt2`` against HF's forward on the same rows; one
+``TanhGELU`` against torch's tanh-GELU kernel on the MLP's activations; fused against foreach Adam.
 
 The bound: one pglab step is run under a dispatch mode that records every matrix multiply and
 attention call (forward, sampling and backward) with its shapes, strides and dtypes; after each
@@ -156,6 +159,8 @@ def record_gemms(session, step: int) -> GemmReplay:
 
 def speedups(session, size: Size, repeats: int) -> list[dict]:
     """Each speed-up against the plain way, alternating, on the session's model: median seconds of both."""
+    from pglab.models import gpt2
+    from pglab.models.hf import TanhGELU
     from pglab.sampling.replies import plain_sample_replies, sample_replies
 
     index = list(range(size.prompts))
@@ -166,7 +171,23 @@ def speedups(session, size: Size, repeats: int) -> list[dict]:
         p.grad = torch.randn_like(p) * 1e-3
     fused = torch.optim.Adam(params, lr=0.0, fused=True)
     foreach = torch.optim.Adam(params, lr=0.0, foreach=True)
+    model = session.models.model
+    replies, _ = sample_replies(session.sampler, prompts, size.length, torch.Generator().manual_seed(0), session.eos,
+                                group_size=GENERATIONS)
+    prompt_length = prompts.shape[1]
+    activations = torch.randn(replies.shape[0] * size.length, 4 * size.width, requires_grad=True)
+
+    def backward(logits_or_output: torch.Tensor) -> None:
+        logits_or_output.sum().backward()
+
     cases = {
+        "scoring pass and its backward (GPT-2's blocks written out vs HF's forward; every row whole)": (
+            lambda g: backward(gpt2.reply_logits(model, replies, prompt_length)),
+            lambda g: backward(model(input_ids=replies,
+                                     logits_to_keep=replies.shape[1] - prompt_length + 1).logits[:, :-1])),
+        "one tanh GELU and its backward on the MLP's activations (x sigmoid(2u) vs torch's tanh kernel)": (
+            lambda g: backward(TanhGELU()(activations)),
+            lambda g: backward(torch.nn.functional.gelu(activations, approximate="tanh"))),
         "sampling (prefill once per group, shaping in the noise, no bookkeeping with end-of-text banned)": (
             lambda g: sample_replies(session.sampler, prompts, size.length, g, session.eos, group_size=GENERATIONS),
             lambda g: plain_sample_replies(session.sampler, prompts, size.length, g, session.eos)),
@@ -185,6 +206,7 @@ def speedups(session, size: Size, repeats: int) -> list[dict]:
                      "saved_s": plain_s - fast_s})
     for p in params:
         p.grad = None
+    model.zero_grad(set_to_none=True)
     return rows
 
 
@@ -252,7 +274,7 @@ def run(quick: bool = False, size: str = "both") -> Result:
                                         "warmup_pairs_dropped": warmup, "sizes": names,
                                         "threads": torch.get_num_threads()},
                     summary=("One RL step (sample replies, reward, reference pass, loss, Adam) of pglab train-lm and "
-                             "of TRL's GRPOTrainer (gradient checkpointing off, the same fused GELU) on the same "
+                             "of TRL's GRPOTrainer (gradient checkpointing off, the same tanh GELU) on the same "
                              "random GPT-2, alternating step by step, and pglab's step against its GEMM-only time."))
     try:
         import trl
