@@ -181,20 +181,20 @@ def speedups(session, size: Size, repeats: int) -> list[dict]:
         logits_or_output.sum().backward()
 
     cases = {
-        "scoring pass and its backward (GPT-2's blocks written out vs HF's forward; every row whole)": (
+        ("scoring", "scoring pass and its backward (GPT-2's blocks written out vs HF's forward; every row whole)"): (
             lambda g: backward(gpt2.reply_logits(model, replies, prompt_length)),
             lambda g: backward(model(input_ids=replies,
                                      logits_to_keep=replies.shape[1] - prompt_length + 1).logits[:, :-1])),
-        "one tanh GELU and its backward on the MLP's activations (x sigmoid(2u) vs torch's tanh kernel)": (
+        ("gelu", "one tanh GELU and its backward on the MLP's activations (x sigmoid(2u) vs torch's tanh kernel)"): (
             lambda g: backward(TanhGELU()(activations)),
             lambda g: backward(torch.nn.functional.gelu(activations, approximate="tanh"))),
-        "sampling (prefill once per group, shaping in the noise, no bookkeeping with end-of-text banned)": (
+        ("sampling", "sampling (prefill once per group, shaping in the noise, no bookkeeping, end-of-text banned)"): (
             lambda g: sample_replies(session.sampler, prompts, size.length, g, session.eos, group_size=GENERATIONS),
             lambda g: plain_sample_replies(session.sampler, prompts, size.length, g, session.eos)),
-        "Adam step (fused vs foreach)": (lambda g: fused.step(), lambda g: foreach.step()),
+        ("adam", "Adam step (fused vs foreach)"): (lambda g: fused.step(), lambda g: foreach.step()),
     }
     rows = []
-    for name, (fast, plain) in cases.items():
+    for (key, name), (fast, plain) in cases.items():
         times = {"fast": [], "plain": []}
         for r in range(repeats):
             for label, fn in (("fast", fast), ("plain", plain)):
@@ -202,7 +202,7 @@ def speedups(session, size: Size, repeats: int) -> list[dict]:
                 fn(torch.Generator().manual_seed(r))
                 times[label].append(time.perf_counter() - start)
         fast_s, plain_s = statistics.median(times["fast"]), statistics.median(times["plain"])
-        rows.append({"size": size.name, "speed-up": name, "new_s": fast_s, "plain_s": plain_s,
+        rows.append({"size": size.name, "key": key, "speed-up": name, "new_s": fast_s, "plain_s": plain_s,
                      "saved_s": plain_s - fast_s})
     for p in params:
         p.grad = None
@@ -314,6 +314,8 @@ def run(quick: bool = False, size: str = "both") -> Result:
     for row in speed:
         step = next(r["pglab_median_s"] for r in rows if r["size"] == row["size"])
         row["saved_share_of_step"] = row["saved_s"] / (step + row["saved_s"])
+        for column in ("new_s", "plain_s", "saved_share_of_step"):
+            result.metrics[f"{row['size']}: {row['key']} {column}"] = row[column]
     result.tables["speedups"] = speed
     result.summary += f" TRL {trl.__version__}."
     targets = {"small": {"ratio": 0.6}, "large": {"ratio": 0.85, "bound": 1.2}}
