@@ -206,7 +206,6 @@ def speedups(session, size: Size, repeats: int) -> list[dict]:
                      "saved_s": plain_s - fast_s})
     for p in params:
         p.grad = None
-    model.zero_grad(set_to_none=True)
     return rows
 
 

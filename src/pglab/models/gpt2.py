@@ -21,6 +21,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from pglab.models.hf import shares_prompt
+
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor]
 """(q, k, v [B, H, T, D] of one layer, the layer's scale) -> attention output [B, H, T, D]."""
 
@@ -77,11 +79,8 @@ def reply_logits(model: torch.nn.Module, ids: torch.Tensor, start: int, group_si
     once per group and the rows' reply tokens attend to its keys and values, repeated over the
     group, and then to their own (causally): (K - 1) / K less prompt work, forward and backward.
     """
-    body, (rows, length) = model.transformer, ids.shape
-    prompts = ids[::group_size, :start]
-    shared = group_size > 1 and length - start >= 2 and rows % group_size == 0 and bool(
-        (ids[:, :start].reshape(-1, group_size, start) == prompts[:, None]).all())
-    if not shared:
+    body = model.transformer
+    if not shares_prompt(ids, start, group_size):
         hidden = embed(model, ids, 0)
         for block in body.h:
             hidden = run_block(block, hidden, causal)
@@ -92,10 +91,10 @@ def reply_logits(model: torch.nn.Module, ids: torch.Tensor, start: int, group_si
         prefix.append((k.repeat_interleave(group_size, 0), v.repeat_interleave(group_size, 0)))
         return causal(q, k, v, scale)
 
-    head = embed(model, prompts, 0)
+    head = embed(model, ids[::group_size, :start], 0)
     for block in body.h:
         head = run_block(block, head, keep)
-    replies = length - 1 - start
+    replies = ids.shape[1] - 1 - start
     mask = torch.ones(replies, start + replies, dtype=torch.bool, device=ids.device).tril(start)
     hidden = embed(model, ids[:, start:-1], start)
     for block, (keys, values) in zip(body.h, prefix):

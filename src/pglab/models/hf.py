@@ -83,6 +83,15 @@ def cache_keyword(model: torch.nn.Module) -> str:
     return "cache" if accepts(model, "cache") else "past_key_values"
 
 
+def shares_prompt(ids: torch.Tensor, start: int, group_size: int) -> bool:
+    """Whether each ``group_size`` consecutive rows of ids [B, T] share their first ``start`` tokens, with at
+    least two reply positions to score after them (else running the prompt once per group saves nothing)."""
+    rows, length = ids.shape
+    if group_size < 2 or length - start < 2 or rows % group_size:
+        return False
+    return bool((ids[:, :start].reshape(-1, group_size, start) == ids[::group_size, None, :start]).all())
+
+
 def reply_logits(model: torch.nn.Module, ids: torch.Tensor, start: int, group_size: int = 1,
                  attention_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Logits that predict ids[:, start:]; ids [B, T] -> [B, T - start, V] (float32 under autocast).
@@ -105,12 +114,10 @@ def reply_logits(model: torch.nn.Module, ids: torch.Tensor, start: int, group_si
     if not accepts(model, "logits_to_keep"):
         with autocast(ids.device):
             return full_precision(model(input_ids=ids, **extra).logits[:, -keep:-1])
-    prompts = ids[::group_size, :start]
-    shared = group_size > 1 and keep >= 3 and ids.shape[0] % group_size == 0 and bool(
-        (ids[:, :start].reshape(-1, group_size, start) == prompts[:, None]).all())
-    if not shared:
+    if not shares_prompt(ids, start, group_size):
         with autocast(ids.device):
             return full_precision(model(input_ids=ids, logits_to_keep=keep, **extra).logits[:, :-1])
+    prompts = ids[::group_size, :start]
     head_extra = {k: v[::group_size, :start] for k, v in extra.items()}
     rest_extra = {"attention_mask": extra["attention_mask"][:, :-1],
                   "position_ids": extra["position_ids"][:, start:-1]} if padded else {}
@@ -229,4 +236,4 @@ def load_causal_lm(name: str, default_size: str = "full", progress: bool = True,
 
 __all__ = ["TanhGELU", "accepts", "autocast", "cache_of", "check_model", "full_precision", "fuse_activations",
            "gelu_tanh", "load_causal_lm",
-           "nucleus", "positions_of", "reply_logits", "restrict", "shape_logits"]
+           "nucleus", "positions_of", "reply_logits", "restrict", "shape_logits", "shares_prompt"]
