@@ -526,14 +526,18 @@ def test_a_fork_population_dies_with_a_worker_its_caller_discards(layer, sandbox
     box.close()
 
 
-def test_the_process_layer_guards_the_verdict_not_the_filesystem(sandboxes):
-    """What ``process`` does not stop, shown: the tasks.py lookup passes there (and only there)."""
-    if Path(tasks_module.__file__).resolve().is_relative_to("/tmp"):
-        pytest.skip("the package lies under /tmp, which every program's private tmpfs hides, so there is no "
-                    "filesystem read to show")
+def test_the_process_layer_now_guards_the_filesystem_too(sandboxes):
+    """Round three: the tasks.py lookup that ``process`` once let through fails there as well (a minimal root as
+    root, Landlock where the kernel has it)."""
+    if not (describe("process")["root"] or landlock_abi_of_machine()):
+        pytest.skip("neither root nor Landlock here: the process layer does not confine the filesystem")
     task = attack_task("tasks.py read from disk to look up the answers")
-    patient = Limits(timeout=10.0, cpu=2, memory=256 * 2**20)  # each test process parses tasks.py
-    assert Grader(sandbox_for("process", sandboxes), patient).grade(task, task.source).hidden_pass
+    patient = Limits(timeout=10.0, cpu=2, memory=256 * 2**20)
+    assert not Grader(sandbox_for("process", sandboxes), patient).grade(task, task.source).hidden_pass
+
+
+def landlock_abi_of_machine() -> int:
+    return describe("process")["landlock_abi"]
 
 
 def test_auto_uses_the_strongest_layer_and_reports_it():
@@ -552,12 +556,14 @@ def test_auto_uses_the_strongest_layer_and_reports_it():
 @pytest.mark.skipif(layer_problem("bwrap") is not None, reason=f"bwrap: {layer_problem('bwrap')}")
 def test_bwrap_worker_sees_no_caller_environment_network_or_processes():
     box = Sandbox(workers=1, limits=LIMITS, isolation="bwrap")
-    probe = ("import os, socket\ndef f():\n    s = socket.socket()\n    try:\n        s.connect(('127.0.0.1', 1))\n"
-             "    except OSError as err:\n        net = err.errno\n"
+    probe = ("import os, socket\ndef f():\n    try:\n        socket.socket().connect(('127.0.0.1', 1))\n"
+             "        net = 'connected'\n    except OSError as err:\n        net = err.errno\n"
              "    pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
-             "    return [sorted(os.environ), len(pids) < 10, sorted(os.listdir('/')), net]\n")
+             "    try:\n        top = sorted(os.listdir('/'))\n    except OSError:\n        top = 'unreadable'\n"
+             "    return [sorted(os.environ), len(pids) < 10, top, net]\n")
     got = box.run(Job(probe, "f", (((), None),))).tests[0].detail
     assert "PGLAB_ATTACK_TOKEN" not in got and "True" in got and "'work'" not in got, got
+    assert "connected" not in got, got
     box.close()
 
 

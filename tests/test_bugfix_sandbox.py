@@ -31,14 +31,14 @@ def open_fds() -> int:
 
 def worker_trees(sandbox: Sandbox) -> set[int]:
     """The live workers and their descendants; asserts that each worker is idle: its own processes only
-    (bwrap's two processes and the worker, or the worker; then the program forked in advance: P, and I where
-    programs get their own PID namespace)."""
+    (bwrap's two processes and the worker, or the worker; its zygote; then the program forked in advance: P, and I
+    where programs get their own PID namespace)."""
     trees = set()
-    program = 2 if _probe(sandbox.isolation)["namespaces"] else 1
+    program = 3 if _probe(sandbox.isolation)["namespaces"] else 2
     for worker in filter(None, sandbox._workers):
         tree = [worker.proc.pid, *descendants(worker.proc.pid)]
         extra = len(tree) - (3 if sandbox.isolation == "bwrap" else 1)
-        assert 1 <= extra <= program, f"left behind: {tree}"  # I may not be forked yet
+        assert 2 <= extra <= program, f"left behind: {tree}"  # I may not be forked yet
         trees.update(tree)
     return trees
 

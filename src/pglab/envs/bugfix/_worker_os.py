@@ -27,8 +27,45 @@ POLL_S = 0.01
 LIBC = ctypes.CDLL(None, use_errno=True)
 LIBC.syscall.restype = ctypes.c_long
 LIBC.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-# (AUDIT_ARCH, add_key, request_key, keyctl, memfd_create) of the architectures the seccomp filter knows
-SECCOMP_ARCH = {"x86_64": (0xC000003E, 248, 249, 250, 319), "aarch64": (0xC00000B7, 217, 218, 219, 279)}
+CLONE_NEWUTS, CLONE_NEWUSER, CLONE_NEWNET = 0x4000000, 0x10000000, 0x40000000
+CLONE_NEW_ANY = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+AF_UNIX = 1
+# Syscall numbers of the architectures the seccomp filter knows (x86_64 and the generic table of aarch64).
+SYSCALLS = {
+    "x86_64": {"audit": 0xC000003E, "mount": 165, "umount2": 166, "pivot_root": 155, "unshare": 272, "setns": 308,
+               "ptrace": 101, "bpf": 321, "perf_event_open": 298, "kexec_load": 246, "kexec_file_load": 320,
+               "init_module": 175, "finit_module": 313, "delete_module": 176, "keyctl": 250, "add_key": 248,
+               "request_key": 249, "mknod": 133, "mknodat": 259, "open_tree": 428, "move_mount": 429, "fsopen": 430,
+               "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "userfaultfd": 323,
+               "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_by_handle_at": 304,
+               "name_to_handle_at": 303, "process_vm_readv": 310, "process_vm_writev": 311, "swapon": 167,
+               "swapoff": 168, "reboot": 169, "acct": 163, "quotactl": 179, "syslog": 103, "chroot": 161,
+               "pidfd_getfd": 438, "kcmp": 312, "lookup_dcookie": 212, "vhangup": 153, "iopl": 172, "ioperm": 173,
+               "memfd_create": 319, "clone": 56, "clone3": 435, "socket": 41, "socketpair": 53, "shmget": 29,
+               "msgget": 68, "semget": 64},
+    "aarch64": {"audit": 0xC00000B7, "mount": 40, "umount2": 39, "pivot_root": 41, "unshare": 97, "setns": 268,
+                "ptrace": 117, "bpf": 280, "perf_event_open": 241, "kexec_load": 104, "kexec_file_load": 294,
+                "init_module": 105, "finit_module": 273, "delete_module": 106, "keyctl": 219, "add_key": 217,
+                "request_key": 218, "mknodat": 33, "open_tree": 428, "move_mount": 429, "fsopen": 430,
+                "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "userfaultfd": 282,
+                "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_by_handle_at": 265,
+                "name_to_handle_at": 264, "process_vm_readv": 270, "process_vm_writev": 271, "swapon": 224,
+                "swapoff": 225, "reboot": 142, "acct": 89, "quotactl": 60, "syslog": 116, "chroot": 51,
+                "pidfd_getfd": 438, "kcmp": 272, "lookup_dcookie": 18, "vhangup": 58, "memfd_create": 279,
+                "clone": 220, "clone3": 435, "socket": 198, "socketpair": 199, "shmget": 194, "msgget": 186,
+                "semget": 190},
+}
+DENIED_CALLS = ("mount", "umount2", "pivot_root", "unshare", "setns", "chroot", "open_tree", "move_mount", "fsopen",
+                "fsconfig", "fsmount", "fspick", "mount_setattr", "ptrace", "process_vm_readv", "process_vm_writev",
+                "pidfd_getfd", "kcmp", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
+                "io_uring_register", "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+                "keyctl", "add_key", "request_key", "mknod", "mknodat", "open_by_handle_at", "name_to_handle_at",
+                "swapon", "swapoff", "reboot", "acct", "quotactl", "syslog", "lookup_dcookie", "vhangup", "iopl",
+                "ioperm", "shmget", "msgget", "semget")
+"""Calls a program process may never make (EPERM): mounts and namespaces, tracing other processes, kernel modules
+and kexec, keyrings, device nodes, io_uring (whose operations bypass this filter), SysV IPC objects (no module of
+Python's standard library makes one; POSIX shared memory and semaphores in /dev/shm work), and the host's
+administration."""
 KEYCTL_JOIN_SESSION_KEYRING = 1
 
 
@@ -128,15 +165,18 @@ def landlock_abi():
         return 0
 
 
-def landlock_ruleset(abi, read_paths, write_path):
-    """A ruleset fd: read and execute under ``read_paths``, everything under ``write_path``; no TCP (ABI >= 4);
-    signals and abstract unix sockets scoped to the sandbox (ABI >= 6)."""
+def landlock_ruleset(abi, read_paths, write_paths, device_paths=()):
+    """A ruleset fd: read and execute under ``read_paths``; everything under ``write_paths``; read and write (no
+    creation) of ``device_paths``; no TCP (ABI >= 4); signals and abstract unix sockets scoped to the sandbox (ABI
+    >= 6). Paths that do not exist are skipped."""
     fs_all = (1 << (13 + (abi >= 2) + (abi >= 3) + (abi >= 5))) - 1
     file_rights = 1 | 2 | 4 | (1 << 14 if abi >= 3 else 0) | (1 << 15 if abi >= 5 else 0)
     attr = struct.pack("=QQQ", fs_all, 3 if abi >= 4 else 0, 3 if abi >= 6 else 0)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     ruleset = _syscall(444, ctypes.c_char_p(attr[:size]), size, 0)
-    for path, rights in [(p, 1 | 4 | 8) for p in read_paths] + [(write_path, fs_all)]:
+    rules = [(p, 1 | 4 | 8) for p in read_paths] + [(p, fs_all) for p in write_paths] + [
+        (p, 2 | 4 | (1 << 14 if abi >= 3 else 0)) for p in device_paths]
+    for path, rights in rules:
         try:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -148,22 +188,59 @@ def landlock_ruleset(abi, read_paths, write_path):
     return ruleset
 
 
+def _bpf(code):
+    """Classic BPF from ``(op, k, jump_true, jump_false)`` rows whose jumps are labels (None: the next row) or row
+    indices; a label row is ``("label", name)``."""
+    rows = [row for row in code if row[0] != "label"]
+    where, index = {}, 0
+    for row in code:
+        if row[0] == "label":
+            where[row[1]] = index
+        else:
+            index += 1
+    out = []
+    for i, (op, k, jt, jf) in enumerate(rows):
+        def hop(label, i=i):
+            return 0 if label is None else where[label] - i - 1
+        out.append(struct.pack("=HBBI", op, hop(jt), hop(jf), k))
+    return b"".join(out)
+
+
+LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
+SECCOMP_ALLOW, SECCOMP_ERRNO, EPERM, ENOSYS = 0x7FFF0000, 0x00050000, 1, 38
+
+
+def seccomp_program(machine, deny_memfd):
+    """The filter of :func:`seccomp_filter` as classic BPF for ``machine``; None for an unknown architecture."""
+    calls = SYSCALLS.get(machine)
+    if calls is None:
+        return None
+    denied = [calls[name] for name in DENIED_CALLS if name in calls] + [calls["memfd_create"]] * deny_memfd
+    code = [(LD, 4, None, None), (JEQ, calls["audit"], None, "deny"), (LD, 0, None, None)]
+    if machine == "x86_64":
+        code.append((JGE, 0x40000000, "deny", None))  # the x32 ABI's numbers
+    code += [(JEQ, nr, "deny", None) for nr in denied]
+    code += [(JEQ, calls["clone3"], "nosys", None),  # its flags sit in memory; ENOSYS sends libc back to clone
+             (JEQ, calls["clone"], "clone", None), (JEQ, calls["socket"], "socket", None),
+             (JEQ, calls["socketpair"], "socket", None), (RET, SECCOMP_ALLOW, None, None),
+             ("label", "clone"), (LD, 16, None, None), (JSET, CLONE_NEW_ANY, "deny", None),
+             (RET, SECCOMP_ALLOW, None, None),
+             ("label", "socket"), (LD, 16, None, None), (JEQ, AF_UNIX, None, "deny"), (RET, SECCOMP_ALLOW, None, None),
+             ("label", "deny"), (RET, SECCOMP_ERRNO | EPERM, None, None),
+             ("label", "nosys"), (RET, SECCOMP_ERRNO | ENOSYS, None, None)]
+    return _bpf(code)
+
+
 def seccomp_filter(deny_memfd):
-    """Install a seccomp filter: the keyring calls (add_key, request_key, keyctl), and memfd_create when
-    ``deny_memfd``, fail with EPERM; every call of another architecture (or x32) fails too. False if unknown arch."""
-    arch = SECCOMP_ARCH.get(platform.machine())
-    if arch is None:
+    """Install the program's seccomp filter: every call in DENIED_CALLS (and memfd_create when ``deny_memfd``) fails
+    with EPERM, and so do clone with a new-namespace flag, sockets of any family but AF_UNIX (no network, UDP
+    included), and any call of another architecture or the x32 ABI; clone3 fails with ENOSYS. False if the
+    architecture is unknown."""
+    program = seccomp_program(platform.machine(), deny_memfd)
+    if program is None:
         return False
-    audit, *calls = arch
-    calls = calls if deny_memfd else calls[:3]
-    allow, deny = 0x7FFF0000, 0x00050000 | 1
-    code = [(0x20, 0, 0, 4), (0x15, 1, 0, audit), (0x06, 0, 0, deny), (0x20, 0, 0, 0)]  # arch, then nr
-    code.append((0x35, len(calls) + 1, 0, 0x40000000))  # x32 numbers -> deny
-    code += [(0x15, len(calls) - k, 0, nr) for k, nr in enumerate(calls)]
-    code += [(0x06, 0, 0, allow), (0x06, 0, 0, deny)]
-    program = b"".join(struct.pack("=HBBI", *op) for op in code)
     buffer = ctypes.create_string_buffer(program)
-    fprog = struct.pack("@HP", len(code), ctypes.addressof(buffer))
+    fprog = struct.pack("@HP", len(program) // 8, ctypes.addressof(buffer))
     if LIBC.prctl(PR_SET_SECCOMP, 2, ctypes.c_char_p(fprog), 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "seccomp failed")
     return True
@@ -171,9 +248,9 @@ def seccomp_filter(deny_memfd):
 
 def join_fresh_session_keyring():
     """``keyctl join``: this process and its children get a new, empty, anonymous session keyring."""
-    arch = SECCOMP_ARCH.get(platform.machine())
+    calls = SYSCALLS.get(platform.machine())
     try:
-        return arch is not None and _syscall(arch[3], KEYCTL_JOIN_SESSION_KEYRING, None) > 0
+        return calls is not None and _syscall(calls["keyctl"], KEYCTL_JOIN_SESSION_KEYRING, None) > 0
     except OSError:
         return False
 
@@ -302,7 +379,10 @@ def remove_group(dirs, deadline_s=5.0):
     end = time.monotonic() + deadline_s
     for path in dirs.values():
         while os.path.isdir(path):
-            children = [os.path.join(path, d) for d in os.listdir(path) if os.path.isdir(os.path.join(path, d))]
+            try:  # another process (the worker, or a caller's stale sweep) may remove the same folders meanwhile
+                children = [os.path.join(path, d) for d in os.listdir(path) if os.path.isdir(os.path.join(path, d))]
+            except FileNotFoundError:
+                break
             for child in children:
                 remove_group({"c": child}, max(0.0, end - time.monotonic()))
             try:

@@ -1,4 +1,5 @@
-"""The sandbox worker's program process P and the first process I of its namespace (standard library only).
+"""The sandbox worker's program process P, the first process I of its namespaces, and the confinement of each
+test process T (standard library only).
 
 Part of the worker program (see :mod:`pglab.envs.bugfix._worker`).
 """
@@ -7,11 +8,13 @@ import ctypes
 import json
 import os
 import resource
+import shutil
 import signal
 import struct
 
 try:  # as a module; in the sandbox these names are defined by the parts before this one
     from pglab.envs.bugfix._worker_os import (  # noqa: I001
+        CLONE_NEWUTS,
         DETAIL_CHARS,
         LIBC,
         MS_NODEV,
@@ -24,6 +27,7 @@ try:  # as a module; in the sandbox these names are defined by the parts before 
         PR_CAPBSET_DROP,
         PR_SET_NO_NEW_PRIVS,
         PR_SET_PDEATHSIG,
+        SYSCALLS,
         _mount,
         _syscall,
         _unshare,
@@ -37,7 +41,14 @@ try:  # as a module; in the sandbox these names are defined by the parts before 
 except ImportError:
     pass
 
-# ---- the program process P and the first process I of its namespace ---------------------------------
+# ---- the program process P, the first process I of its namespaces, the confinement of T -------------
+
+MS_REMOUNT, MS_BIND, MNT_DETACH = 32, 4096, 2
+DEVICES = ("null", "zero", "random", "urandom")
+"""The only device nodes a program sees (in the namespaces, as root)."""
+UID_BASE, UID_SPAN = 1_500_000_000, 1 << 24
+"""Program processes of a root caller run as a random uid and gid from this range: unprivileged, owning no file
+on the host, sharing RLIMIT_NPROC and signals with no other program."""
 
 
 def _read_exact(fd, n):
@@ -73,84 +84,135 @@ def _count_tasks(uid):
     return total
 
 
-def _drop_capabilities():
-    """Root without capabilities, for good: empty bounding set, no new privileges, empty capability sets."""
-    for cap in range(64):
-        if LIBC.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            break
-    header = struct.pack("=Ii", 0x20080522, 0)
-    if LIBC.syscall(ctypes.c_long(126), ctypes.c_char_p(header), ctypes.c_char_p(bytes(24))) != 0:
-        raise OSError(ctypes.get_errno(), "capset failed")
+def _bind(source, target, flags):
+    """Bind ``source`` on ``target``, then remount the binding with ``flags`` (read-only, nosuid...)."""
+    _mount(source, target, None, MS_BIND | MS_REC, None)
+    _mount(None, target, None, MS_REMOUNT | MS_BIND | flags, None)
 
 
-def _private_mounts(limits, hide):
-    """In I's own mount namespace: a fresh /proc, size-capped tmpfs on /tmp and /dev/shm, the cgroup files hidden;
-    SysV IPC of the new IPC namespace bounded. The program's folder: /tmp/program."""
+def _minimal_root(read_paths, root="/tmp"):
+    """In I's own mount namespace, replace the root with a read-only tmpfs that holds only the system and Python
+    folders (read-only), a fresh /proc (its /proc/sys made read-only later), a /dev of null, zero, random and
+    urandom, and empty /tmp and /dev/shm for the test processes' own tmpfs. Nothing else of the host's or
+    bwrap's filesystem (cgroups, /etc, /home, /run, the package source, other devices) is reachable."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE, None)
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+    bound = []
+    for path in read_paths:
+        inside = root + path
+        if os.path.lexists(inside) or any(path.startswith(b + "/") for b in bound):
+            continue
+        if os.path.islink(path):
+            os.makedirs(os.path.dirname(inside), exist_ok=True)
+            os.symlink(os.readlink(path), inside)
+        elif os.path.isdir(path):
+            os.makedirs(inside)
+            _bind(path, inside, MS_RDONLY | MS_NOSUID | MS_NODEV)
+            bound.append(path)
+    for name in ("proc", "dev", "tmp"):
+        os.mkdir(f"{root}/{name}")
+    _mount("proc", f"{root}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    _mount("tmpfs", f"{root}/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=755")
+    for name in DEVICES:
+        open(f"{root}/dev/{name}", "w").close()
+        _bind(f"/dev/{name}", f"{root}/dev/{name}", MS_NOSUID | MS_NOEXEC)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{root}/dev/{name}")
+    os.mkdir(f"{root}/dev/shm")
+    _mount(None, f"{root}/dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC, None)
+    _mount(None, root, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+    os.chdir(root)
+    try:
+        _syscall(SYSCALLS[os.uname().machine]["pivot_root"], b".", b".")
+        if LIBC.umount2(b".", MNT_DETACH) != 0:
+            raise OSError(ctypes.get_errno(), "umount2 of the old root failed")
+    except (OSError, KeyError):  # a root that cannot be pivoted (an initramfs): chroot, unprivileged T cannot leave
+        os.chroot(".")
+    os.chdir("/")
+
+
+def _program_files(limits):
+    """In I: a size-capped tmpfs on /tmp and on /dev/shm, SysV IPC bounded in the program's IPC namespace, then
+    /proc/sys read-only."""
     size = f"size={max(4096, limits['files'])},mode=1777"
-    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, size)
-    if os.path.isdir("/dev/shm"):
-        _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, size)
-    for path in hide:
-        if os.path.isdir(path):
-            _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=555")
-    _read_only_elsewhere(("/tmp", "/dev/shm", "/proc"))
+    for point in ("/tmp", "/dev/shm"):
+        _mount("tmpfs", point, "tmpfs", MS_NOSUID | MS_NODEV, size)
     pages = max(1, limits["files"] // resource.getpagesize())
     for name, value in (("shmall", pages), ("shmmax", limits["files"]), ("shmmni", 16), ("msgmni", 16)):
         try:
             _write(f"/proc/sys/kernel/{name}", str(value))
         except OSError:
             pass
-    os.mkdir("/tmp/program")
-    return "/tmp/program"
+    _bind("/proc/sys", "/proc/sys", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
-MS_REMOUNT, MS_BIND, MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 32, 4096, 1024, 2048, 1 << 21
-MOUNT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
-               "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
-
-
-def _read_only_elsewhere(writable):
-    """Remount every mount of this mount namespace read-only, except ``writable`` and what lies below them: the
-    program writes only to its own tmpfs (the host's files, and bwrap's root shared by a worker's programs, stay
-    as they are)."""
-    with open("/proc/self/mountinfo") as f:
-        mounts = [line.split()[4:6] for line in f]
-    for point, options in mounts:
-        point = point.encode().decode("unicode_escape")
-        if any(point == w or point.startswith(w + "/") for w in writable) or "ro" in options.split(","):
-            continue
-        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
-        for option in options.split(","):
-            flags |= MOUNT_FLAGS.get(option, 0)
-        try:
-            _mount(None, point, None, flags, None)
-        except OSError:
-            pass
-
-
-def _confine(limits, config, folder):
-    """Limits of I and everything it starts: rlimits, seccomp, no capabilities for root, Landlock if configured."""
-    rlimits = {"CORE": 0, "CPU": limits["cpu"], "AS": limits["memory"], "FSIZE": limits["files"],
-               "NOFILE": limits["open_files"], "MSGQUEUE": 0}
-    if os.geteuid() != 0:  # root is exempt from RLIMIT_NPROC; cgroups or the worker's tree watch count processes
-        rlimits["NPROC"] = _count_tasks(os.getuid()) + limits["processes"]
-    for name, value in rlimits.items():
-        resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (value, value + 1 if name == "CPU" else value))
-    ruleset = landlock_ruleset(config["landlock"], config["read"], folder) if config["landlock"] else None
+def _confine_program(config, folder):
+    """In I (or P without namespaces), once, before any test process: an empty bounding set, no new privileges, the
+    seccomp filter, and Landlock where the kernel has it. Every test process inherits them."""
+    for cap in range(64):
+        if LIBC.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break
     LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    ruleset = None
+    if config["landlock"]:
+        namespaces = config["namespaces"]
+        read = [*config["read"], "/proc", "/dev"] if namespaces else config["read"]
+        writable = ["/tmp", "/dev/shm"] if namespaces else [folder]
+        ruleset = landlock_ruleset(config["landlock"], read, writable, [f"/dev/{d}" for d in DEVICES])
     if config["seccomp"]:
         seccomp_filter(deny_memfd=not config["memory_group"])
-    if os.geteuid() == 0:
-        _drop_capabilities()
     if ruleset is not None:
         _syscall(446, ruleset, 0)
         os.close(ruleset)
 
 
-def _program_process(cmd_fd, report_fd, out_fd, config, folder):
-    """Body of I (or of P without namespaces): wait for the program, confine itself, run its frames one by one."""
+def _confine_test(limits, uid, folder, n):
+    """In T, before candidate code: rlimits (CPU grows with the frame's ``n`` tests) and, when the caller is root,
+    an unprivileged uid and gid with no supplementary groups (so no capabilities either)."""
+    os.chdir(folder)
+    cpu = limits["cpu"] + int(limits["per_case"] * n + 0.999)
+    rlimits = {"CORE": 0, "CPU": cpu, "AS": limits["memory"], "FSIZE": limits["files"],
+               "NOFILE": limits["open_files"], "MSGQUEUE": 0}
+    rlimits["NPROC"] = limits["processes"] if uid is not None else _count_tasks(os.getuid()) + limits["processes"]
+    for name, value in rlimits.items():
+        resource.setrlimit(getattr(resource, f"RLIMIT_{name}"), (value, value + 1 if name == "CPU" else value))
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        if os.geteuid() == 0 or os.getegid() == 0:
+            raise OSError("the test process is still root")
+
+
+def _clean_namespace(uid):
+    """In I before each test process: kill every other process of the namespace, reap them, remove everything in
+    /tmp and /dev/shm, and make an empty /tmp/program owned by ``uid``. No state passes from one test process to the
+    next (SysV IPC objects cannot be made: the seccomp filter)."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+    for top in ("/tmp", "/dev/shm"):
+        for name in os.listdir(top):
+            path = os.path.join(top, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+    os.mkdir("/tmp/program", 0o700)
+    os.chown("/tmp/program", uid, uid)
+    return "/tmp/program"
+
+
+def _program_process(cmd_fd, report_fd, out_fd, config):
+    """Body of I (or of P without namespaces): prepare the filesystem, wait for the program, confine itself, then run
+    the program's frames one by one, each in a fresh test process."""
     try:
         os.setsid()
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -161,45 +223,74 @@ def _program_process(cmd_fd, report_fd, out_fd, config, folder):
         keep = sorted({2, cmd_fd, report_fd, 1 << 16})
         for low, high in zip(keep, keep[1:]):
             os.closerange(low + 1, high)
-        header = json.loads(_read_frame(cmd_fd))
         if config["namespaces"]:
-            folder = _private_mounts(header["limits"], config["hide"])
-        os.chdir(folder)
-        _confine(header["limits"], config, folder)
-        try:
+            _minimal_root(config["read"])
+        header = json.loads(_read_frame(cmd_fd))
+        limits, folder = header["limits"], config["folder"]
+        uid = UID_BASE + int.from_bytes(os.urandom(4), "big") % UID_SPAN if os.geteuid() == 0 else None
+        if config["namespaces"]:
+            _program_files(limits)
+        elif uid is not None:
+            os.chown(folder, uid, uid)
+        _confine_program(config, folder)
+        try:  # parsing only: candidate code runs in the test processes alone
             code = compile(header["source"], "<candidate>", "exec")
         except (SyntaxError, ValueError, MemoryError, RecursionError) as err:
             code, failure = None, f"{type(err).__name__}: {err}"[:DETAIL_CHARS]
+        def run(frame):
+            n = len(json.loads(frame))
+            if code is None:
+                return [["error", failure, None]] * n
+            where = _clean_namespace(uid) if config["namespaces"] else folder
+            return _run_frame(code, header["func"], frame, lambda: _confine_test(limits, uid, where, n))
+
+        checked, first, case = [], [], 0
         for index in range(header["frames"]):
             frame = _read_frame(cmd_fd)
-            n = len(json.loads(frame))
-            tests = [["error", failure, None]] * n if code is None else _run_frame(code, header["func"], frame)
+            tests = run(frame)
+            if header["check_from"] is not None and case >= header["check_from"]:
+                checked += json.loads(frame)
+                first += tests
+            case += len(tests)
             del frame
             os.write(report_fd, (json.dumps([index, tests]) + "\n").encode())
+        if header["check_from"] is not None:
+            changed = _determinism(first, run, checked, header["check_from"])
+            os.write(report_fd, (json.dumps(["check", changed]) + "\n").encode())
     finally:
         os._exit(0)
 
 
-def _namespace_parent(cmd_r, report_w, out_w, config, folder):
-    """Body of P: join the program's cgroups, unshare namespaces, fork I (pid 1 there) and wait for it. P dies with
-    the worker, and I with P, so that a worker killed by its caller takes its program with it."""
+def _determinism(first, run, args, offset):
+    """The checked cases whose answer differs on a second run, all in one fresh test process: ``[[case index,
+    detail]]``. Only when every checked case returned a value the first time (a failing program needs no check)."""
+    if not first or any(test[0] != "value" for test in first):
+        return []
+    again = run(json.dumps(args))
+    return [[offset + k, f"answered otherwise on a second run ({b[0]} {b[1]})".strip()[:DETAIL_CHARS]]
+            for k, (a, b) in enumerate(zip(first, again)) if a != b]
+
+
+def _namespace_parent(cmd_r, report_w, out_w, config):
+    """Body of P (forked by a zygote): join the program's cgroups, unshare namespaces, fork I (pid 1 there) and wait
+    for it. P dies with its zygote, the zygote with the worker, and I with P, so a worker killed by its caller
+    takes its program with it."""
     try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != config["worker"]:
+        if os.getppid() != config["zygote"]:
             os._exit(0)
-        if config["group"] is not None:
-            config["group"].join()
+        for path in config["group"]:
+            _write(os.path.join(path, "cgroup.procs"), "0")
         if not config["namespaces"]:
-            _program_process(cmd_r, report_w, out_w, config, folder)
-        _unshare(NAMESPACES)
+            _program_process(cmd_r, report_w, out_w, config)
+        _unshare(NAMESPACES | CLONE_NEWUTS)
         pid = os.fork()
         if pid == 0:  # should P die before this line, the worker's sweep of its descendants kills I
             LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            _program_process(cmd_r, report_w, out_w, config, folder)
+            _program_process(cmd_r, report_w, out_w, config)
         for fd in (cmd_r, report_w, out_w):
             os.close(fd)
         os.waitpid(pid, 0)
     finally:
         os._exit(0)
-
-

@@ -48,11 +48,15 @@ def _payload(test):
         return ["bad_result", f"not plain data: {err}"[:DETAIL_CHARS], None]
 
 
-def _test_process(code, func, frame, result_fd):
-    """Body of T: define the candidate once, run every test of the frame, write their results; exit."""
+def _test_process(code, func, frame, result_fd, confine):
+    """Body of T: confine itself, define the candidate once, run every test of the frame, write their results;
+    exit. Nothing of an earlier program is in its memory: its ancestors never held another request."""
     try:
         os.closerange(3, result_fd)
         os.closerange(result_fd + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        confine()
+        if "random" in sys.modules:  # a state inherited from the worker would be one coin for every test process
+            sys.modules["random"].seed()
         batch = [_decode(args) for args in json.loads(frame)]
         namespace = {"__name__": "candidate"}
         defined = _call(exec, (code, namespace))
@@ -131,15 +135,16 @@ def checked(tests, n, statuses=T_STATUSES, small=False):
     return out
 
 
-def _run_frame(code, func, frame):
-    """Fork T for one frame of tests, wait for it, and return one [status, detail, payload] per test."""
+def _run_frame(code, func, frame, confine):
+    """Fork T for one frame of tests (``confine()`` runs in T first), wait for it, and return one [status, detail,
+    payload] per test."""
     n = len(json.loads(frame))
     most = n * (RESULT_BYTES + 2 * DETAIL_CHARS + 64) + 64
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _test_process(code, func, frame, write_fd)
+        _test_process(code, func, frame, write_fd, confine)
     os.close(write_fd)
     data, wait_status = _read_result(pid, read_fd, most)
     os.close(read_fd)

@@ -16,7 +16,7 @@ from functools import cache
 from pglab.envs.bugfix.sandbox import UNCACHED, Job, Limits, ProgramResult, Sandbox
 from pglab.envs.bugfix.tasks import Task
 
-VERSION = "3"
+VERSION = "4"
 """The grading semantics' version; part of every cache key."""
 
 
@@ -30,9 +30,11 @@ class Grade:
 
 
 def _job(task: Task, source: str) -> Job:
-    """Visible, hidden and generated cases in one program; the generated ones share test processes."""
+    """Visible, hidden and generated cases in one program; the generated ones share test processes; the hidden and
+    generated ones are checked for determinism."""
     fixed = task.visible + task.hidden
-    return Job(source, task.name, tuple((c.args, c.expected) for c in fixed + task.generated), len(fixed))
+    return Job(source, task.name, tuple((c.args, c.expected) for c in fixed + task.generated), len(fixed),
+               len(task.visible))
 
 
 def _report(task: Task, result: ProgramResult) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -35,7 +36,27 @@ LAYERS = ("bwrap", "landlock", "process")
 ISOLATIONS = ("auto", *LAYERS)
 
 
-ENV_ALLOWLIST = ("PATH", "LANG", "PYTHONHASHSEED")
+ENV_ALLOWLIST = ("PATH", "LANG")
+"""The caller's variables a worker keeps; everything else of the caller's environment stays out."""
+HASH_SEED = "0"
+"""Every worker's PYTHONHASHSEED: one fixed seed, so that a program's answers cannot hang on a per-worker random seed
+(a coin that would differ from one grader to the next)."""
+
+
+def worker_env() -> dict[str, str]:
+    """The whole environment of a worker: PATH and LANG from the caller, the fixed hash seed."""
+    return {**{name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}, "PYTHONHASHSEED": HASH_SEED}
+
+
+@cache
+def launcher() -> list[str]:
+    """``setarch ARCH -R`` where util-linux has it: workers without address-space randomisation, so that a program
+    cannot read a per-worker coin from where its objects lie (``id``); empty where setarch is missing."""
+    setarch = shutil.which("setarch")
+    if setarch is None:
+        return []
+    probe = subprocess.run([setarch, platform.machine(), "-R", "true"], capture_output=True, timeout=30)
+    return [setarch, platform.machine(), "-R"] if probe.returncode == 0 else []
 
 
 CGROUP_MOUNT = "/run/pglab-cgroup"
@@ -63,15 +84,14 @@ def _bwrap_argv(bwrap: str, config: str, source: str = WORKER_SOURCE, binds: dic
     unshare = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     argv = [bwrap, *(unshare if os.geteuid() == 0 else ["--unshare-all"]), "--die-with-parent", "--new-session",
             "--clearenv"]
-    for name in ENV_ALLOWLIST:
-        if name in os.environ:
-            argv += ["--setenv", name, os.environ[name]]
+    for name, value in worker_env().items():
+        argv += ["--setenv", name, value]
     for path in dict.fromkeys(_read_paths()):
         argv += ["--ro-bind-try", path, path]
     argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for kind, path in (binds or {}).items():
         argv += ["--bind", path, f"{CGROUP_MOUNT}/{kind}"]
-    return [*argv, "--chdir", "/tmp", _python(), "-I", "-S", "-c", source, config]
+    return [*launcher(), *argv, "--chdir", "/tmp", _python(), "-I", "-S", "-c", source, config]
 
 
 @cache
@@ -194,19 +214,5 @@ def _warn_if_weaker(requested: str, layer: str) -> None:
         _warn_once(f"pglab sandbox: isolation={requested!r} runs {layer!r} without " + "; ".join(lacking))
 
 
-@cache
-def _hidden_mounts() -> tuple[str, ...]:
-    """The cgroup file systems, hidden from programs under the process and landlock layers."""
-    points = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            head, _, tail = line.partition(" - ")
-            if tail.split()[:1] in (["cgroup"], ["cgroup2"]):
-                point = head.split()[4]
-                top = "/sys/fs/cgroup" if point.startswith("/sys/fs/cgroup") else point
-                points.append(top)
-    return tuple(dict.fromkeys(points))
-
-
-__all__ = ["CGROUP_MOUNT", "ENV_ALLOWLIST", "INHERENT", "ISOLATIONS", "LAYERS", "LOG", "PACKAGE", "SYSTEM_READ",
-           "WORKER_SOURCE", "describe", "layer_problem", "resolve_isolation"]
+__all__ = ["CGROUP_MOUNT", "ENV_ALLOWLIST", "HASH_SEED", "INHERENT", "ISOLATIONS", "LAYERS", "LOG", "PACKAGE", "SYSTEM_READ",
+           "WORKER_SOURCE", "describe", "launcher", "layer_problem", "resolve_isolation", "worker_env"]

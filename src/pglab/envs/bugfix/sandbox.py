@@ -49,21 +49,21 @@ from pglab.envs.bugfix._worker_os import (
 )
 from pglab.envs.bugfix.layers import (
     CGROUP_MOUNT,
-    ENV_ALLOWLIST,
     WORKER_SOURCE,
     _bwrap_argv,
-    _hidden_mounts,
     _probe,
     _python,
     _read_paths,
     _warn_if_weaker,
     describe,
+    launcher,
     resolve_isolation,
+    worker_env,
 )
 
-SEVERITY = ("infra_error", "timeout", "crash", "oom", "error", "bad_result", "fail")
+SEVERITY = ("infra_error", "timeout", "nondeterministic", "crash", "oom", "error", "bad_result", "fail")
 OUTCOMES = ("pass", *SEVERITY[::-1])
-TEST_STATUSES = ("error", "oom", "bad_result", "crash", "timeout")
+TEST_STATUSES = ("error", "oom", "bad_result", "crash", "timeout", "nondeterministic")
 REL_TOL = ABS_TOL = 1e-9
 SLACK = 2.0  # seconds the caller waits beyond a program's wall-clock backstop before it calls the worker stalled
 MAX_ANSWER = ANSWER_BYTES + (1 << 24)
@@ -75,11 +75,12 @@ UNCACHED = ("infra_error", "timeout")
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-program limits: CPU time (s, all the program's processes together), the wall-clock backstop (s; default
-    10 x timeout + 2), CPU per process (s, RLIMIT_CPU), memory (bytes: the cgroup's memory.max where there is one,
-    which counts memfd, shared memory and tmpfs; also RLIMIT_AS of each process), captured output (bytes), files
-    (bytes: the size of the program's tmpfs, and RLIMIT_FSIZE), open files (RLIMIT_NOFILE) and processes (the
-    cgroup's pids.max; also RLIMIT_NPROC when not root). Without cgroups they are sampled every 10 ms."""
+    """Per-program limits: CPU time (s, all the program's processes together, plus ``per_case`` s for each test
+    case), the wall-clock backstop (s; default 10 x timeout + 2, plus 10 x ``per_case`` per case), CPU per process
+    (s, RLIMIT_CPU, plus ``per_case`` per case of its frame), memory (bytes: the cgroup's memory.max where there is
+    one, which counts memfd, shared memory and tmpfs; also RLIMIT_AS of each process), captured output (bytes),
+    files (bytes: the size of each test process's tmpfs, and RLIMIT_FSIZE), open files (RLIMIT_NOFILE) and processes
+    (the cgroup's pids.max; also RLIMIT_NPROC). Without cgroups they are sampled every 10 ms."""
 
     timeout: float = 1.0
     cpu: int = 2
@@ -89,10 +90,11 @@ class Limits:
     open_files: int = 64
     processes: int = 32
     wall: float | None = None
+    per_case: float = 0.01
 
     def __post_init__(self):
         minimum = {"timeout": 0.001, "cpu": 1, "memory": 64 * 2**20, "output": 0, "files": 0, "open_files": 16,
-                   "processes": 4}
+                   "processes": 4, "per_case": 0.0}
         if self.wall is None and isinstance(self.timeout, (int, float)) and not isinstance(self.timeout, bool):
             object.__setattr__(self, "wall", 10.0 * self.timeout + 2.0)
         for name, low in {**minimum, "wall": self.timeout}.items():
@@ -102,6 +104,11 @@ class Limits:
         for name in ("cpu", "memory", "output", "files", "open_files", "processes"):
             if not isinstance(getattr(self, name), int):
                 raise ValueError(f"Limits.{name} must be an int, got {getattr(self, name)!r}")
+
+    def budget(self, cases: int) -> tuple[float, float]:
+        """(CPU seconds, wall-clock seconds) of a program with ``cases`` test cases: the budget grows with the work,
+        so a correct program that costs a few milliseconds per call passes however many cases it has."""
+        return self.timeout + self.per_case * cases, self.wall + 10 * self.per_case * cases
 
 
 @dataclass(frozen=True)
@@ -128,12 +135,20 @@ class ProgramResult:
 @dataclass(frozen=True)
 class Job:
     """A program to run: its source, the function to call, and the cases as (args, expected) pairs. Cases from index
-    ``batch_from`` on (generated ones) share test processes, BATCH at a time; each case before it has its own."""
+    ``batch_from`` on (generated ones) share test processes, BATCH at a time; each case before it has its own.
+    Cases from ``check_from`` on (the hidden ones) are checked for determinism: when every one of them returned a
+    value, they run again together in one more fresh test process, and a case whose second answer is not the
+    first one, bit for bit, is ``nondeterministic``."""
 
     source: str
     func: str
     cases: tuple[tuple[tuple, object], ...]
     batch_from: int | None = None
+    check_from: int | None = None
+
+    def checked(self) -> int:
+        """How many cases the determinism check runs again."""
+        return 0 if self.check_from is None else len(self.cases) - self.check_from
 
     def frames(self) -> list[str]:
         """The cases' arguments as the worker's frames: JSON lists of encoded argument tuples."""
@@ -230,12 +245,10 @@ class _Worker:
         groups = make_worker_group(f"pglab-{os.getpid()}-{secrets.token_hex(4)}")
         base = None if layer == "bwrap" else tempfile.mkdtemp(prefix="pglab-sandbox-")
         inside = {kind: f"{CGROUP_MOUNT}/{kind}" for kind in groups} if layer == "bwrap" else groups
-        config = json.dumps({"base": base or "/tmp", "read": list(_read_paths()),
-                             "landlock": landlock_abi() if layer == "landlock" else 0, "groups": inside,
-                             "namespaces": probe["namespaces"], "seccomp": probe["seccomp"],
-                             "hide": [CGROUP_MOUNT] if layer == "bwrap" else list(_hidden_mounts())})
-        env = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
-        argv = [_python(), "-I", "-S", "-c", WORKER_SOURCE, config]
+        config = json.dumps({"base": base or "/tmp", "read": list(_read_paths()), "landlock": landlock_abi(),
+                             "groups": inside, "namespaces": probe["namespaces"], "seccomp": probe["seccomp"]})
+        env = worker_env()
+        argv = [*launcher(), _python(), "-I", "-S", "-c", WORKER_SOURCE, config]
         if layer == "bwrap":
             argv, env = _bwrap_argv(shutil.which("bwrap"), config, binds=groups), {}
         try:
@@ -251,8 +264,9 @@ class _Worker:
     def send(self, job: Job, limits: Limits) -> str:
         """Write one request; its random id."""
         request_id = secrets.token_hex(16)
+        cpu, wall = limits.budget(len(job.cases) + job.checked())
         request = {"id": request_id, "source": job.source, "func": job.func, "limits": asdict(limits),
-                   "frames": job.frames()}
+                   "frames": job.frames(), "check_from": job.check_from, "cpu_budget": cpu, "wall_budget": wall}
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         return request_id
 
@@ -375,7 +389,8 @@ class Sandbox:
                         index, job = pending.popleft()
                         try:
                             worker = self._worker(slot)
-                            busy[slot] = (index, worker.send(job, limits), time.monotonic() + limits.wall + SLACK)
+                            deadline = time.monotonic() + limits.budget(len(job.cases) + job.checked())[1] + SLACK
+                            busy[slot] = (index, worker.send(job, limits), deadline)
                             selector.register(worker.fileno(), selectors.EVENT_READ, slot)
                         except OSError as err:
                             results[index] = self._discard(slot, f"the worker did not start or accept work: {err}")
