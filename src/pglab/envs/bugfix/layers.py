@@ -149,45 +149,57 @@ def resolve_isolation(isolation: str) -> str:
     return isolation
 
 
-INHERENT = {"process": ["filesystem confinement", "network confinement"]}
-"""What a layer never applies, by design: not a reason to warn."""
+INHERENT: dict[str, list[str]] = {}
+"""What a layer never applies, by design: not a reason to warn (since round three every layer confines as far as the
+machine allows)."""
 
 
 def describe(layer: str) -> dict[str, Any]:
     """What ``layer`` applies on this machine: the layer, the kernel's Landlock ABI, which mechanism provides each
     guarantee (``guarantees``), and what it leaves out (``not_applied``)."""
-    abi, probe, kinds = landlock_abi(), _probe(layer), _cgroup_kinds()
-    missing = list(INHERENT.get(layer, []))
-    if layer == "landlock":
-        missing += ["TCP (Landlock ABI < 4)"] * (abi < 4) + ["signal scoping (Landlock ABI < 6)"] * (abi < 6)
-    if layer == "process" and not probe["namespaces"]:
-        missing.append("signals to the caller's own processes (same uid)")
-    if not probe["namespaces"]:
-        missing.append("PID, mount and IPC namespaces per program (needs root): processes are killed by tree, "
-                       "the base folder is measured and emptied, IPC objects may outlive a program")
+    abi, probe, kinds, root = landlock_abi(), _probe(layer), _cgroup_kinds(), os.geteuid() == 0
+    namespaces = probe["namespaces"]
+    missing = []
+    if abi < 1:
+        missing.append("Landlock (the kernel has none): no filesystem rule beyond "
+                       + ("the minimal root" if namespaces else "file permissions"))
+    missing += ["TCP rules (Landlock ABI < 4)"] * (0 < abi < 4) + ["signal and abstract-socket scoping (Landlock "
+                                                                    "ABI < 6)"] * (0 < abi < 6) * (not namespaces)
+    if not namespaces:
+        missing.append("PID, mount, IPC and network namespaces per program (needs root): processes are killed by tree, "
+                       "the base folder is measured and emptied, test processes share it")
     if not kinds["memory"]:
         missing.append("a cgroup memory cap (memory is sampled every 10 ms; memfd_create is refused)")
     if not kinds["pids"]:
         missing.append("a cgroup process cap (processes are sampled every 10 ms)")
     if not probe["seccomp"]:
-        missing.append("the seccomp filter on kernel keyrings")
-    if layer != "process" and any(PACKAGE.is_relative_to(p) for p in _read_paths()):
+        missing.append("the seccomp filter (mounts, namespaces, ptrace, bpf, modules, keyrings, devices, sockets)")
+    if not namespaces and any(PACKAGE.is_relative_to(p) for p in _read_paths()):
         missing.append(f"hiding the package source ({PACKAGE} is inside a readable system folder)")
-    namespaces = probe["namespaces"]
+    filesystem = [name for name, on in (("bwrap mount namespace", layer == "bwrap"),
+                                        ("minimal read-only root per program", namespaces),
+                                        (f"Landlock ABI {abi}", abi > 0)) if on]
+    network = [name for name, on in (("bwrap network namespace", layer == "bwrap"),
+                                     ("an empty network namespace per worker", namespaces),
+                                     ("seccomp: AF_UNIX sockets only", probe["seccomp"]),
+                                     ("Landlock TCP rules", abi >= 4)) if on]
     guarantees = {
+        "identity": "an unprivileged random uid and gid per program, no capabilities" if root else "the caller's uid",
         "cpu time": kinds["cpu"] or "sampled from /proc every 10 ms",
         "memory": kinds["memory"] or "sampled resident memory, memfd_create refused",
         "processes": kinds["pids"] or "sampled process tree",
         "kill": kinds["kill"] or ("PID namespace" if namespaces else "process tree, every 10 ms"),
-        "files": "size-capped tmpfs per program" if namespaces else "sampled folder size, base folder emptied",
-        "ipc": "IPC namespace per program" if namespaces else ("bwrap's IPC namespace" if layer == "bwrap" else None),
+        "files": "size-capped tmpfs, emptied before each test process" if namespaces else
+        "sampled folder size, base folder emptied",
+        "ipc": "IPC namespace per program, SysV objects refused" if namespaces else "SysV objects refused",
         "keyrings": "seccomp filter and a fresh session keyring" if probe["seccomp"] else (
             "a fresh session keyring" if probe["keyring"] else None),
-        "filesystem": {"bwrap": "bwrap mount namespace", "landlock": "Landlock"}.get(layer),
-        "network": {"bwrap": "bwrap network namespace", "landlock": "Landlock (TCP)" if abi >= 4 else None}.get(layer),
+        "devices": "null, zero, random, urandom only" if namespaces else None,
+        "memory of earlier programs": "programs forked by a zygote that never received a request",
+        "filesystem": ", ".join(filesystem) or None,
+        "network": ", ".join(network) or None,
     }
-    return {"isolation": layer, "landlock_abi": abi, "root": os.geteuid() == 0, "guarantees": guarantees,
-            "not_applied": missing}
+    return {"isolation": layer, "landlock_abi": abi, "root": root, "guarantees": guarantees, "not_applied": missing}
 
 
 _WARNED: set[str] = set()
