@@ -162,7 +162,7 @@ def mutation_rows(grader: Grader) -> tuple[list[dict], list[str]]:
     for task in tasks:
         mine = [(p, g) for p, g in zip(programs, grades) if p[0] is task]
         fixed_args = [c.args for c in task.visible + task.hidden]
-        check = generated_inputs(task.name, CHECK_INPUTS, seed="-check")
+        check = generated_inputs(task.name, CHECK_INPUTS, seed="-check", source=task.fixed)
         reference_fixed, reference_check = outputs(task.fixed, task.name, fixed_args), None
         killed_fixed = killed = equivalent = 0
         for (_, label, text), grade in mine:

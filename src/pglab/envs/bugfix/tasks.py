@@ -5,10 +5,11 @@ the right op for the family turns the buggy source back into the correct one, ch
 character. Held-out tasks use function names and identifiers that no training task uses.
 
 Besides its fixed hidden cases, each task has a few hundred generated cases (``Task.generated``): inputs
-drawn from the argument kinds of :data:`pglab.envs.bugfix.inputs.INPUTS`, boundary values first, with the
-expected value computed from the task's correct source when the task is built (the reference solution;
-trusted code of this module).
-Inputs on which the reference raises are left out. They are hidden tests too, graded in the same sandbox call.
+drawn from the argument kinds of :data:`pglab.envs.bugfix.inputs.INPUTS`, boundary classes first (some derived
+from the correct source's comparison constants), with the expected value computed from the task's correct
+source when the task is built (the reference solution; trusted code of this module).
+Inputs on which the reference raises or overflows to inf are left out. They are hidden tests too, graded in the
+same sandbox call.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import ast
 import hashlib
 import json
 import keyword
+import math
 import re
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -95,16 +97,26 @@ def _issue(name: str) -> str:
     return f"Issue: {name} returns wrong results for some inputs. Repair {name} so that its hidden tests pass."
 
 
+def _finite(value: Any) -> bool:
+    """Whether ``value`` holds no inf or nan (a result that overflowed is outside what a task means)."""
+    if type(value) is float:
+        return math.isfinite(value)
+    return all(map(_finite, value)) if type(value) in (list, tuple) else True
+
+
 def reference_cases(name: str, fixed: str, inputs: list[tuple]) -> tuple[Case, ...]:
-    """Cases whose expected values come from the correct source (inputs on which it raises are left out)."""
+    """Cases whose expected values come from the correct source (inputs on which it raises or overflows to inf
+    are left out)."""
     namespace: dict = {}
     exec(compile(fixed, f"<reference {name}>", "exec"), namespace)  # noqa: S102 - this module's own solutions
     cases = []
     for args in inputs:
         try:
-            cases.append(Case(args, namespace[name](*args)))
+            expected = namespace[name](*args)
         except Exception:  # noqa: BLE001, S112 - an input outside the function's domain
             continue
+        if _finite(expected):
+            cases.append(Case(args, expected))
     return tuple(cases)
 
 
@@ -114,7 +126,7 @@ def _task(split: str, family: str, fixed: str, bug: tuple[str, str], visible: li
     if fixed.count(old) != 1:
         raise ValueError(f"bug text {old!r} must occur exactly once in the correct source; make it unique")
     name = next(n.name for n in ast.walk(ast.parse(fixed)) if isinstance(n, ast.FunctionDef))
-    generated = reference_cases(name, fixed, generated_inputs(name)) if name in INPUTS else ()
+    generated = reference_cases(name, fixed, generated_inputs(name, source=fixed)) if name in INPUTS else ()
     return Task(name, family, split, fixed.replace(old, new), fixed, _issue(name),
                 tuple(Case(*c) for c in visible), tuple(Case(*c) for c in hidden), generated)
 
