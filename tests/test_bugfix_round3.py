@@ -198,7 +198,8 @@ CORRECT = {
     "multiprocessing.shared_memory": (
         "from multiprocessing import shared_memory\ndef clamp(x, lo, hi):\n"
         "    m = shared_memory.SharedMemory(create=True, size=64)\n    m.buf[0] = 1\n    ok = m.buf[0]\n"
-        "    m.close()\n    m.unlink()\n    if lo > hi:\n        lo, hi = hi, lo\n    return max(lo, min(x, hi)) * ok\n"),
+        "    m.close()\n    m.unlink()\n    if lo > hi:\n        lo, hi = hi, lo\n"
+        "    return max(lo, min(x, hi)) * ok\n"),
 }
 
 

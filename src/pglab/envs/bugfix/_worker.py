@@ -14,7 +14,8 @@ compares them with the expected values in its own process.
 
 Processes: before it reads any request the worker forks a zygote Z, which never receives one: Z only forks program
 processes P on the worker's command (three pipe ends and the cgroup paths, over a unix socket) and returns a pidfd
-for each. So no earlier request, source, argument or result is anywhere in a program's memory. As root, Z moves into a network namespace of its own with no interface up (no network of any kind, for every
+for each. So no earlier request, source, argument or result is anywhere in a program's memory. As root, Z moves
+into a network namespace of its own with no interface up (no network of any kind, for every
 program). P joins the program's cgroups (where the machine has them) and, where it may, unshares PID, mount, IPC,
 cgroup and UTS namespaces and forks I, the first process of the new PID namespace: killing P kills I (parent-death
 signal), and the kernel then kills everything in the namespace. I replaces the root with a read-only tmpfs of the
@@ -43,6 +44,7 @@ try:  # as a module; in the sandbox these names are defined by the parts before 
         ANSWER_BYTES,
         Group,
         CLONE_NEWNET,
+        DETAIL_CHARS,
         LIBC,
         POLL_S,
         PR_SET_CHILD_SUBREAPER,
@@ -76,8 +78,6 @@ def _descendants(pid, skip=()):
         found += frontier
         children = []
         for parent in frontier:
-            if parent in skip:
-                continue
             try:
                 for task in os.listdir(f"/proc/{parent}/task"):
                     with open(f"/proc/{parent}/task/{task}/children") as f:

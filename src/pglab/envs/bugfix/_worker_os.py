@@ -28,7 +28,8 @@ LIBC = ctypes.CDLL(None, use_errno=True)
 LIBC.syscall.restype = ctypes.c_long
 LIBC.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 CLONE_NEWUTS, CLONE_NEWUSER, CLONE_NEWNET = 0x4000000, 0x10000000, 0x40000000
-CLONE_NEW_ANY = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+CLONE_NEW_ANY = (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID
+                 | CLONE_NEWNET)
 AF_UNIX = 1
 # Syscall numbers of the architectures the seccomp filter knows (x86_64 and the generic table of aarch64).
 SYSCALLS = {

@@ -226,5 +226,5 @@ def _warn_if_weaker(requested: str, layer: str) -> None:
         _warn_once(f"pglab sandbox: isolation={requested!r} runs {layer!r} without " + "; ".join(lacking))
 
 
-__all__ = ["CGROUP_MOUNT", "ENV_ALLOWLIST", "HASH_SEED", "INHERENT", "ISOLATIONS", "LAYERS", "LOG", "PACKAGE", "SYSTEM_READ",
-           "WORKER_SOURCE", "describe", "launcher", "layer_problem", "resolve_isolation", "worker_env"]
+__all__ = ["CGROUP_MOUNT", "ENV_ALLOWLIST", "HASH_SEED", "INHERENT", "ISOLATIONS", "LAYERS", "LOG", "PACKAGE",
+           "SYSTEM_READ", "WORKER_SOURCE", "describe", "launcher", "layer_problem", "resolve_isolation", "worker_env"]
