@@ -64,7 +64,7 @@ def collect(runs: Path, run_missing: bool) -> tuple[dict[str, float], dict[str, 
             if not run_missing:
                 raise SystemExit(f"{path} is missing: run `pglab reproduce {name} --out {path.parent}` or pass --run")
             from pglab.experiments import run_experiment
-            from pglab.report import write_report
+            from pglab.reporting.report import write_report
 
             write_report(run_experiment(name), path.parent)
     paths |= {name: ROOT / "docs" / "results" / name / "result.json" for name in COMMITTED}

@@ -1,4 +1,4 @@
-"""The format-penalty sweep behind ``pglab.trainers.reinforce.FORMAT_PENALTY``: the demo's run for each cost and seed.
+"""The format-penalty sweep behind ``pglab.trainers.tinyagent.FORMAT_PENALTY``: the demo's run for each cost and seed.
 
 For every cost c and seed, the demo's training (``train_from_base`` at the demo's size) with c on
 each malformed call, then both splits measured with 16 episodes per task. Writes
@@ -16,10 +16,10 @@ import platform
 import statistics
 from pathlib import Path
 
-from pglab.experiments.demo import BOOK_TRAINED, DEMO, valid_calls_floor
-from pglab.progress import Counter
+from pglab.apps.demo import BOOK_TRAINED, DEMO, valid_calls_floor
+from pglab.runtime.progress import Counter
 from pglab.sampling.episodes import episode_stats
-from pglab.trainers.reinforce import SPLITS, train_from_base
+from pglab.trainers.tinyagent import SPLITS, train_from_base
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "results"
 KEYS = ("pass_rate", "valid_calls", "submit_rate", "turns")

@@ -6,7 +6,7 @@ import pytest  # noqa: E402
 
 from pglab.envs.bugfix import make_tasks  # noqa: E402
 from pglab.models import build_tokenizer
-from pglab.threads import single_torch_thread  # noqa: E402
+from pglab.runtime.threads import single_torch_thread  # noqa: E402
 from pglab.trainers.cloning import make_base_agent
 
 

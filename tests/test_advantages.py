@@ -20,7 +20,7 @@ from pglab.models import HFPolicy  # noqa: E402
 from pglab.models.default_lm import save_random_gpt2  # noqa: E402
 from pglab.sampling.replies import reply_batch  # noqa: E402
 from pglab.sampling.scoring import sequence_log_probs  # noqa: E402
-from pglab.trainers.token_pg import pg_update  # noqa: E402
+from pglab.trainers.update import pg_update  # noqa: E402
 
 PROMPT, REPLY, K, GROUPS = 2, 5, 4, 3
 

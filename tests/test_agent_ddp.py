@@ -13,7 +13,7 @@ from ddp import on_two_ranks, torchrun, torchrun_command  # noqa: E402
 from pglab.models import HFPolicy  # noqa: E402
 from pglab.models.default_lm import save_random_gpt2  # noqa: E402
 from pglab.sampling.text_episodes import TextLayout, collect_text_episodes  # noqa: E402
-from pglab.trainers.token_pg import pg_update  # noqa: E402
+from pglab.trainers.update import pg_update  # noqa: E402
 
 GROUP = 2
 SETTINGS = [("rloo", "token_mean"), ("reinforce", "seq_mean_token_sum"), ("grpo", "token_mean")]

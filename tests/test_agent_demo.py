@@ -29,8 +29,8 @@ def test_quick_demo_writes_everything_and_resumes(tmp_path, capsys):
 
 
 def test_interrupted_demo_names_its_checkpoint_and_the_resume_command(tmp_path, capsys, monkeypatch):
-    import pglab.experiments.demo as demo_module
-    from pglab.trainers.run_dir import RunDir
+    import pglab.apps.demo as demo_module
+    from pglab.trainers.loop import RunDir
 
     def stopped(out, **_):
         RunDir(out).save_checkpoint({"settings": {}, "step": 30})
@@ -50,8 +50,8 @@ def test_negative_seed_is_refused_naming_the_option(tmp_path, capsys):
 def test_the_default_format_penalty_and_seed_spread_are_the_committed_sweeps():
     from pathlib import Path
 
-    from pglab.experiments.demo import SD_OVER_SEEDS
-    from pglab.trainers.reinforce import FORMAT_PENALTY
+    from pglab.apps.demo import SD_OVER_SEEDS
+    from pglab.trainers.tinyagent import FORMAT_PENALTY
 
     sweep = Path(__file__).parent.parent / "docs" / "results" / "format_penalty.json"
     choice = json.loads(sweep.read_text())["choice"]

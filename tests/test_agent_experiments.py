@@ -36,7 +36,7 @@ def test_the_loss_reaches_only_successful_policy_tokens_directly(cloned_agent, t
     from pglab.batch import TOOL
     from pglab.envs.bugfix import make_tasks
     from pglab.experiments.tinyagent_masking import loss_gradients
-    from pglab.trainers.reinforce import sample_episodes
+    from pglab.trainers.tinyagent import sample_episodes
 
     batch = sample_episodes(cloned_agent, tok, make_tasks("train")[:8], 2, seed=1)
     batch.rewards = torch.tensor([1.0, 0.0] * 8)                   # any pattern of outcomes: the mask decides

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from pglab.models import KVCache, TinyAgent, TinyConfig
-from pglab.threads import single_torch_thread
+from pglab.runtime.threads import single_torch_thread
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -12,8 +12,8 @@ import torch
 
 from pglab.envs.bugfix import make_tasks
 from pglab.models import TinyAgent
-from pglab.trainers.reinforce import LOG, train_reinforce
-from pglab.trainers.run_dir import CHECKPOINT, RunDir
+from pglab.trainers.loop import CHECKPOINT, RunDir
+from pglab.trainers.tinyagent import LOG, train_reinforce
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -62,7 +62,7 @@ def test_grouped_advantages_and_bad_settings(cloned_agent, tok):
 
 WRITER = textwrap.dedent("""
     import os, sys, time, torch
-    from pglab.trainers.run_dir import RunDir
+    from pglab.trainers.loop import RunDir
     run = RunDir(sys.argv[1])
     run.save_checkpoint({"step": 1, "weights": torch.ones(10)})
     real_fsync = os.fsync

@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "pglab"
-UTILITIES = {"result", "stats", "plots", "progress", "threads", "configs"}
+UTILITIES = {"reporting", "runtime", "stats"}
 """Shared helpers beside the layers: importable from any layer, importing no layer themselves."""
-RANKS = {"estimators": 0, "batch": 1, "distributed": 1, "data": 2, "envs": 3, "models": 4, "sampling": 5,
-         "trainers": 6, "runner": 7, "report": 7, "audit": 8, "experiments": 9, "bench": 10, "web": 11, "cli": 12,
-         "__main__": 12}
+RANKS = {"estimators": 0, "batch": 1, "data": 2, "envs": 3, "models": 4, "sampling": 5, "trainers": 6,
+         "runner": 7, "audit": 8, "experiments": 9, "apps": 10, "bench": 11, "web": 12, "cli": 13, "__main__": 13}
 """Layer of each top-level module or package of pglab, from SPEC's diagram (bottom = 0)."""
 
 
@@ -58,6 +57,51 @@ def test_imports_point_downward(path):
         elif other not in UTILITIES:
             assert other in RANKS, f"{path.name} imports {name}, which has no layer"
             assert RANKS[other] <= RANKS[me], f"{path.relative_to(SRC)} imports {name}, a layer above its own"
+
+
+def module_of(dotted: str) -> str | None:
+    """The pglab module file behind an imported name (``pglab.models.hf.load_causal_lm`` -> ``pglab.models.hf``)."""
+    parts = dotted.split(".")
+    for end in range(len(parts), 0, -1):
+        path = SRC.parent.joinpath(*parts[:end])
+        if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
+            return ".".join(parts[:end])
+    return None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the pglab modules it imports, at any depth of the file (imports inside functions count)."""
+    graph = {}
+    for path in sorted(SRC.rglob("*.py")):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        names = imported(path)
+        # ``from pglab.models import gpt2`` imports the module gpt2, not (only) the package's __init__
+        named = {n for n in names if module_of(n) == n}
+        names -= {n for n in names if any(m.startswith(n + ".") for m in named)}
+        graph[name] = {m for m in map(module_of, names) if m and m != name}
+    return graph
+
+
+def test_no_import_cycle():
+    """Depth-first search for a back edge; a package's own __init__ running first is not an edge."""
+    graph, state, stack = import_graph(), {}, []
+
+    def visit(node: str) -> None:
+        state[node] = "open"
+        stack.append(node)
+        for other in sorted(graph.get(node, ())):
+            if state.get(other) == "open":
+                cycle = stack[stack.index(other):] + [other]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if other not in state:
+                visit(other)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
 
 
 def test_estimators_import_torch_only():
@@ -118,11 +162,11 @@ def json_lines(path: Path) -> bool:
 
 def test_one_checkpoint_writer_resume_check_and_jsonl_writer():
     savers = places(lambda name, _: name in ("torch.save", "torch.load"))
-    assert savers <= {"trainers/run_dir.py"}, savers
+    assert savers <= {"trainers/loop.py"}, savers
     logs = {str(p.relative_to(SRC)) for p in modules() if json_lines(p) and own_top(p) != "envs"}
-    assert logs == {"trainers/run_dir.py"}, f"{logs}: the sandbox's wire protocol aside, JSON lines go through RunDir"
+    assert logs == {"trainers/loop.py"}, f"{logs}: the sandbox's wire protocol aside, JSON lines go through RunDir"
     resume = {str(p.relative_to(SRC)) for p in modules() if "cannot resume" in p.read_text()}
-    assert resume == {"trainers/run_dir.py"}, resume
+    assert resume == {"trainers/loop.py"}, resume
 
 
 def test_one_token_log_prob_function():

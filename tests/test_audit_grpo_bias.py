@@ -8,7 +8,7 @@ import torch
 from pglab.envs.enumerable import EnumerablePolicy
 from pglab.experiments import get_experiment
 from pglab.experiments.grpo_bias import pass_fail_rewards, std_weight
-from pglab.threads import single_torch_thread
+from pglab.runtime.threads import single_torch_thread
 from test_experiments import check_quick
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from pglab.experiments import get_experiment
 from pglab.experiments.kl_placement import CONFIGURATIONS, derived_follows
-from pglab.threads import single_torch_thread
+from pglab.runtime.threads import single_torch_thread
 from test_experiments import check_quick
 
 

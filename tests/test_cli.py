@@ -11,7 +11,7 @@ import pytest
 
 import pglab.experiments.registry as registry
 from pglab.cli import main
-from pglab.report import markdown_table
+from pglab.reporting.report import markdown_table
 
 
 def pglab(*args: str, cwd=None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -35,8 +35,8 @@ def test_cli_writes_the_report(tmp_path, capsys):
 
 
 def test_an_experiment_removes_only_its_own_stale_files(tmp_path):
-    from pglab.report import write_report
-    from pglab.result import Result
+    from pglab.reporting.report import write_report
+    from pglab.reporting.result import Result
 
     (tmp_path / "notes.txt").write_text("mine")
     write_report(Result("a", {}, tables={"old": [{"x": 1}]}), tmp_path)

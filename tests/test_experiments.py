@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pglab.experiments import experiment_names, get_experiment
-from pglab.threads import single_torch_thread
+from pglab.runtime.threads import single_torch_thread
 
 NO_FIGURE = {"loo-enumeration", "repair-mdp-gradient", "tinyagent-masking", "tinyagent-reward-to-go"}
 """Experiments whose results are tables only."""

@@ -13,7 +13,7 @@ from pglab.models import HFPolicy  # noqa: E402
 from pglab.models.default_lm import save_random_gpt2  # noqa: E402
 from pglab.sampling.replies import reply_batch  # noqa: E402
 from pglab.sampling.scoring import sequence_log_probs  # noqa: E402
-from pglab.trainers.token_pg import pg_update  # noqa: E402
+from pglab.trainers.update import pg_update  # noqa: E402
 
 PROMPT, REPLY, GROUP = 3, 5, 4
 SETTINGS = [  # (advantage, scale_rewards, kl_in, aggregation): every path that gathers or renormalises

@@ -17,7 +17,7 @@ from pglab.sampling.scoring import sequence_log_probs  # noqa: E402
 from pglab.trainers.lm import RLConfig, train_lm  # noqa: E402
 from pglab.trainers.lm.logging import escaped  # noqa: E402
 from pglab.trainers.lm.rewards import Completions, make_rewards  # noqa: E402
-from pglab.trainers.token_pg import pg_update  # noqa: E402
+from pglab.trainers.update import pg_update  # noqa: E402
 
 PROMPTS = [f"the film number {i} was really quite something" for i in range(64)]
 

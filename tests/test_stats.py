@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from pglab.result import Result
+from pglab.reporting.result import Result
 from pglab.stats import (
     binomial_se,
     book_tolerance,

@@ -9,7 +9,7 @@ from pglab.envs.bugfix import BugFixEnv, make_tasks  # noqa: E402
 from pglab.models import HFPolicy, TinyAgentPolicy, as_policy  # noqa: E402
 from pglab.sampling.episodes import collect_episodes, episode_stats  # noqa: E402
 from pglab.sampling.scoring import sequence_log_probs  # noqa: E402
-from pglab.trainers.token_pg import pg_update  # noqa: E402
+from pglab.trainers.update import pg_update  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

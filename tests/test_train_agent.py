@@ -12,7 +12,8 @@ pytest.importorskip("transformers")
 
 from pglab.cli import main  # noqa: E402
 from pglab.models.default_lm import train_tokenizer  # noqa: E402
-from pglab.trainers.hf_agent import AgentConfig, train_agent  # noqa: E402
+from pglab.trainers.agent_config import AgentConfig
+from pglab.trainers.hf_agent import train_agent  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -83,7 +84,7 @@ def test_each_model_family_trains_two_steps(tmp_path, calc, family, chat):
 def test_resume_is_bit_exact(tmp_path, calc):
     from transformers import AutoModelForCausalLM
 
-    from pglab.trainers.run_dir import RunDir
+    from pglab.trainers.loop import RunDir
 
     cfg = AgentConfig(model=save_model(tmp_path / "m", "gpt2"), env=calc, **{**TINY, "steps": 4})
     whole = train_agent(cfg, tmp_path / "whole", progress=False)["run"]

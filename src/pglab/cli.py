@@ -12,8 +12,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from pglab.report import print_result, write_index, write_report
-from pglab.result import Result
+from pglab.reporting.report import print_result, write_index, write_report
+from pglab.reporting.result import Result
 
 DEFAULT_OUT = Path("runs")
 
@@ -143,8 +143,8 @@ def cmd_bench(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from pglab.experiments.demo import demo
-    from pglab.trainers.run_dir import RunDir
+    from pglab.apps.demo import demo
+    from pglab.trainers.loop import RunDir
 
     if args.seed < 0:
         raise ValueError(f"--seed must be a whole number >= 0, got {args.seed}")
@@ -306,8 +306,8 @@ def cmd_train_lm(options: list[str]) -> int:
 
 def train_agent_parser() -> argparse.ArgumentParser:
     """The options of pglab train-agent: one per AgentConfig field, --quick, --out, --resume."""
-    from pglab.configs import add_options
-    from pglab.trainers.hf_agent import AgentConfig
+    from pglab.runtime.options import add_options
+    from pglab.trainers.agent_config import AgentConfig
 
     agent = Parser(prog="pglab train-agent", description="REINFORCE / RLOO / GRPO for a Hugging Face causal LM "
                    "that writes tool calls, in BugFixEnv or your own text-turn environment")
@@ -319,9 +319,9 @@ def train_agent_parser() -> argparse.ArgumentParser:
 
 
 def cmd_train_agent(options: list[str]) -> int:
-    from pglab.configs import from_options
-    from pglab.experiments.agent_run import agent_result
-    from pglab.trainers.hf_agent import AgentConfig
+    from pglab.apps.train_agent import agent_result
+    from pglab.runtime.options import from_options
+    from pglab.trainers.agent_config import AgentConfig
 
     args = train_agent_parser().parse_args(options)
     folder = Path(args.out or Path(DEFAULT_OUT) / "train-agent")
@@ -346,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--resume", metavar="DIR", help="continue the stopped run in DIR (its output folder)")
     demo.add_argument("--format-penalty", type=number, default=None, metavar="C",
                       help="training cost of one malformed call, placed on its own tokens (default: the swept "
-                           "value, pglab.trainers.reinforce.FORMAT_PENALTY)")
+                           "value, pglab.trainers.tinyagent.FORMAT_PENALTY)")
     demo.set_defaults(func=cmd_demo)
 
     rep = sub.add_parser("reproduce", help="reproduce a book chapter's experiment")

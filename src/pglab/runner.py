@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from pglab.progress import Counter
-from pglab.threads import single_torch_thread
+from pglab.runtime.progress import Counter
+from pglab.runtime.threads import single_torch_thread
 
 BACKENDS = ("serial", "process", "ray")
 

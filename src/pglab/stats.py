@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:
-    from pglab.result import Result
+    from pglab.reporting.result import Result
 
 
 def standard_error(x: torch.Tensor, dim: int = 0) -> torch.Tensor:

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 import torch
 
 from pglab.envs.enumerable import OBJECTIVES, EnumerablePolicy
-from pglab.progress import Counter
-from pglab.threads import single_torch_thread
+from pglab.runtime.progress import Counter
+from pglab.runtime.threads import single_torch_thread
 
 SIGNATURE = ("loss_fn(logp, ref_logp, rewards, mask, group) -> scalar tensor differentiable in logp "
              "(logp, ref_logp, mask [B, T]; rewards [B]; group [B] long)")

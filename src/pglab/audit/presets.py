@@ -200,7 +200,7 @@ def pglab_trainer(beta: float, *, advantage: str = "rloo", kl_in: str = "reward"
     """
     from pglab.batch import POLICY, PROMPT, TokenBatch
     from pglab.trainers.lm.config import RLConfig
-    from pglab.trainers.token_pg import pg_update
+    from pglab.trainers.update import pg_update
 
     cfg = RLConfig(advantage=advantage, kl_in=kl_in, std=std, aggregation=aggregation, beta=beta)
     cfg.validate()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from pglab.result import Result, provenance
+from pglab.reporting.result import Result, provenance
 
 BENCHMARKS: dict[str, str] = {
     "bandit": "vectorised bandit trainer vs a per-run loop; bandit-variance wall time",

@@ -13,8 +13,8 @@ import time
 
 import torch
 
-from pglab.result import Result
-from pglab.threads import single_torch_thread
+from pglab.reporting.result import Result
+from pglab.runtime.threads import single_torch_thread
 
 TARGET_SPEEDUP = 3.0
 DEMO_SECONDS = 60.0
@@ -41,7 +41,7 @@ def episode_seconds(use_cache: bool, batch: int, seed: int) -> tuple[float, torc
 
 def run(quick: bool = False) -> Result:
     """KV-cache speed-up at batch 64 (median of rounds), and ``pglab demo`` end to end (``--quick`` size if quick)."""
-    from pglab.experiments.demo import demo
+    from pglab.apps.demo import demo
 
     batch, rounds = 64, 1 if quick else 3
     load = os.getloadavg()[0]

@@ -14,7 +14,7 @@ import torch
 
 from pglab.envs.bandit import GaussianBandit
 from pglab.experiments import get_experiment
-from pglab.result import Result
+from pglab.reporting.result import Result
 from pglab.trainers.bandit import BASELINES, replay_run, train_bandit
 
 

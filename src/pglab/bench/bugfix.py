@@ -26,7 +26,7 @@ from pglab.envs.bugfix import (
     scripted_rollout,
 )
 from pglab.envs.bugfix.scripted import reachable_sources
-from pglab.result import Result
+from pglab.reporting.result import Result
 
 TARGET = 2000.0
 ISOLATION_RATIO = 0.5

@@ -42,7 +42,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from pglab.models.default_lm import save_random_gpt2
-from pglab.result import Result
+from pglab.reporting.result import Result
 
 GENERATIONS, PROMPT_BYTES, BETA = 4, 8, 0.05
 

@@ -16,7 +16,7 @@ import torch
 
 from pglab.envs.tabular import frozen_lake
 from pglab.experiments import get_experiment
-from pglab.result import Result
+from pglab.reporting.result import Result
 
 
 def gymnasium_episodes(env: gym.Env, cdf: np.ndarray, episodes: int, rng: np.random.Generator) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from pglab.experiments.registry import CATALOGUE, Experiment, experiment_names, get_experiment
-from pglab.result import Result
+from pglab.reporting.result import Result
 
 
 def run_experiment(name: str, quick: bool = False, **overrides: Any) -> Result:

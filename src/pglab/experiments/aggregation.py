@@ -21,10 +21,10 @@ import torch
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import aggregate_loss, reinforce_loss
 from pglab.models import build_tokenizer
-from pglab.plots import new_figure
-from pglab.result import Result
+from pglab.reporting.plots import new_figure
+from pglab.reporting.result import Result
+from pglab.runtime.threads import single_torch_thread
 from pglab.stats import check_one_more, check_printed
-from pglab.threads import single_torch_thread
 from pglab.trainers.cloning import make_base_agent
 
 MODES = ("token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant")
@@ -98,7 +98,7 @@ def probe_row(mask: torch.Tensor, rewards: torch.Tensor) -> dict:
 
 
 def run(config: Config, result: Result) -> None:
-    from pglab.trainers.reinforce import sample_episodes
+    from pglab.trainers.tinyagent import sample_episodes
 
     lengths = torch.tensor(config.lengths)
     mask = mask_of(lengths)

@@ -17,9 +17,9 @@ import torch
 
 from pglab.envs.bandit import GaussianBandit
 from pglab.estimators import squared_deviations, total_variance
-from pglab.plots import new_figure
-from pglab.progress import track
-from pglab.result import Result
+from pglab.reporting.plots import new_figure
+from pglab.reporting.result import Result
+from pglab.runtime.progress import track
 from pglab.stats import count_tail_p, standard_error
 from pglab.trainers.bandit import committed_arm, train_bandit
 

@@ -17,8 +17,8 @@ from typing import ClassVar
 import torch
 
 from pglab.envs.bandit import GaussianBandit
-from pglab.plots import new_figure
-from pglab.result import Result
+from pglab.reporting.plots import new_figure
+from pglab.reporting.result import Result
 from pglab.stats import binomial_se
 from pglab.trainers.bandit import committed_arm, train_bandit
 

@@ -18,8 +18,8 @@ from typing import ClassVar
 import torch
 
 from pglab.envs.bandit import GaussianBandit
-from pglab.plots import median_band, new_figure, outside_legend
-from pglab.result import Result
+from pglab.reporting.plots import median_band, new_figure, outside_legend
+from pglab.reporting.result import Result
 from pglab.stats import binomial_se, book_tolerance, standard_error
 from pglab.trainers.bandit import BASELINES, train_bandit
 

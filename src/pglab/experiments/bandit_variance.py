@@ -14,8 +14,8 @@ import torch
 
 from pglab.envs.bandit import GaussianBandit
 from pglab.estimators import optimal_constant_baseline, softmax_score
-from pglab.plots import log_axis, new_figure, outside_legend, reference_line
-from pglab.result import Result
+from pglab.reporting.plots import log_axis, new_figure, outside_legend, reference_line
+from pglab.reporting.result import Result
 from pglab.stats import check_printed, standard_error, variance_with_se
 
 BOOK_SWEEP = {0.0: 33.028, 3.0: 10.542, 5.0: 3.050, 6.0: 1.555, 6.5: 1.369, 7.0: 1.559, 8.0: 3.063,

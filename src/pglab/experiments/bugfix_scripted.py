@@ -26,9 +26,9 @@ from pglab.envs.bugfix import (
     scripted_rollout,
 )
 from pglab.envs.bugfix.scripted import KINDS
-from pglab.plots import new_figure, outside_legend
-from pglab.progress import track
-from pglab.result import Result
+from pglab.reporting.plots import new_figure, outside_legend
+from pglab.reporting.result import Result
+from pglab.runtime.progress import track
 from pglab.stats import binomial_se, half_unit
 
 SPLITS = ("train", "heldout")

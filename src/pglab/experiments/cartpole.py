@@ -16,8 +16,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from pglab.plots import new_figure
-from pglab.result import Result
+from pglab.reporting.plots import new_figure
+from pglab.reporting.result import Result
 from pglab.runner import run_seeds
 from pglab.stats import rank_sum_p
 from pglab.trainers.cartpole import VECTOR_MODES, WEIGHTINGS, train_cartpole

@@ -28,11 +28,11 @@ from pglab.envs.bandit import GaussianBandit
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import pair_cosines, reinforce_loss
 from pglab.models import build_tokenizer
-from pglab.plots import log_axis, new_figure, outside_legend
-from pglab.result import Result
+from pglab.reporting.plots import log_axis, new_figure, outside_legend
+from pglab.reporting.result import Result
+from pglab.runtime.threads import single_torch_thread
 from pglab.sampling.scoring import sequence_log_probs
 from pglab.stats import book_tolerance, check_one_more, half_unit, standard_error
-from pglab.threads import single_torch_thread
 from pglab.trainers.cloning import make_base_agent
 from pglab.trainers.probe import episode_gradients
 from pglab.trainers.step import policy_gradient_step
@@ -136,7 +136,7 @@ def cosine_figure(rows: list[dict], episodes: int, pairs: int):
 
 
 def run(config: Config, result: Result) -> None:
-    from pglab.trainers.reinforce import sample_episodes
+    from pglab.trainers.tinyagent import sample_episodes
 
     with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))

@@ -16,8 +16,8 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from pglab.plots import median_band, new_figure, outside_legend, reference_line
-from pglab.result import Result
+from pglab.reporting.plots import median_band, new_figure, outside_legend, reference_line
+from pglab.reporting.result import Result
 from pglab.runner import run_seeds
 from pglab.stats import book_tolerance, bootstrap_se, standard_error
 from pglab.trainers.tabular import VARIANTS, RaceJob, race_run

@@ -23,10 +23,10 @@ import torch
 
 from pglab.envs.tabular import Episodes, TabularMDP, frozen_lake, table_score
 from pglab.estimators import cosine
-from pglab.plots import log_axis, new_figure, outside_legend, reference_line
-from pglab.result import Result
+from pglab.reporting.plots import log_axis, new_figure, outside_legend, reference_line
+from pglab.reporting.result import Result
+from pglab.runtime.threads import single_torch_thread
 from pglab.stats import book_tolerance, bootstrap_counts
-from pglab.threads import single_torch_thread
 from pglab.trainers.tabular import ascent_direction, reinforce_updates, step_weights
 
 ESTIMATORS = ("return", "reward-to-go", "centred", "normalised", "exact baseline")

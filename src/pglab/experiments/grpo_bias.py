@@ -18,8 +18,8 @@ import torch
 from pglab.audit import audit_loss
 from pglab.audit.presets import advantage_loss
 from pglab.envs.enumerable import EnumerablePolicy
-from pglab.progress import track
-from pglab.result import Result
+from pglab.reporting.result import Result
+from pglab.runtime.progress import track
 
 STD_EPS = 1e-6
 """The eps of GRPO's (r - mean) / (std + eps) in these audits (verl's; TRL uses 1e-4)."""
@@ -203,7 +203,7 @@ def run(config: Config, result: Result) -> None:
     result.tables["aggregation"] = aggregation
     result.metrics.update({f"pass_rate_{i}": p for i, p in enumerate(passing)})
 
-    from pglab.plots import new_figure
+    from pglab.reporting.plots import new_figure
 
     fig, (left, right) = new_figure(1, 2, figsize=(10, 4))
     for mode in MODES:

@@ -17,8 +17,8 @@ from typing import ClassVar
 import numpy as np
 
 from pglab.envs.bugfix import make_tasks
-from pglab.plots import new_figure
-from pglab.result import Result
+from pglab.reporting.plots import new_figure
+from pglab.reporting.result import Result
 
 SPLIT_TASKS = {"train": 16, "heldout": 10}
 VALID_TARGET = 0.93
@@ -48,8 +48,9 @@ class Config:
 def run(config: Config, result: Result) -> None:
     from pglab.sampling.episodes import episode_stats
     from pglab.sampling.text_episodes import text_episode_stats
-    from pglab.trainers.hf_agent import AgentConfig, train_agent
-    from pglab.trainers.reinforce import learning_curve, scripted_levels, train_from_base
+    from pglab.trainers.agent_config import AgentConfig
+    from pglab.trainers.hf_agent import train_agent
+    from pglab.trainers.tinyagent import learning_curve, scripted_levels, train_from_base
 
     seeds = list(range(config.first_seed, config.first_seed + config.seeds))
     levels = {split: scripted_levels(make_tasks(split)) for split in SPLIT_TASKS}

@@ -18,8 +18,8 @@ import torch
 
 from pglab.audit import audit_loss, placement_loss
 from pglab.envs.enumerable import EnumerablePolicy
-from pglab.progress import track
-from pglab.result import Result
+from pglab.reporting.result import Result
+from pglab.runtime.progress import track
 from pglab.trainers.enumerable import ascend_objective, train_sampled
 
 CONFIGURATIONS = [(kind, place, rtg, False) for place in ("reward", "loss") for kind in ("k1", "k2", "k3")
@@ -214,7 +214,7 @@ def run(config: Config, result: Result) -> None:
                        tolerance="twice the bound; exact values of both policies")
     result.metrics.update({"audits": len(rows), "k3_limit_kl_to_pi_star": limit})
 
-    from pglab.plots import new_figure
+    from pglab.reporting.plots import new_figure
 
     fig, ax = new_figure(figsize=(6, 4))
     for name, curve in curves.items():

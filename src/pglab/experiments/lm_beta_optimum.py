@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import torch
 
-from pglab.result import Result
+from pglab.reporting.result import Result
 
 
 @dataclass
@@ -95,7 +95,7 @@ def run(config: Config, result: Result) -> None:
     result.metrics["kl_bound"] = bound
     result.metrics.update({"kl_start": curve[0][1], "kl_end": final, "log_Z_times_beta": rows[2]["objective"]})
 
-    from pglab.plots import new_figure
+    from pglab.reporting.plots import new_figure
 
     fig, ax = new_figure(figsize=(6, 4))
     ax.plot([s for s, _ in curve], [k for _, k in curve], marker="o")

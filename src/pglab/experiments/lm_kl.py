@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from pglab.result import Result
+from pglab.reporting.result import Result
 
 BOOK = {"entropy_fold": 4.12 / 0.67, "distinct_fold": 0.483 / 0.019, "ref_perplexity_ratio": 61 / 91}
 """llm-ch6 §6.11, beta = 0, start / end: entropy 6.1-fold, distinct-1 25-fold; reference perplexity end / start 0.67."""

@@ -18,7 +18,7 @@ import torch
 
 from pglab.envs.tabular import enumerate_trajectories, table_score, two_state_problem
 from pglab.estimators import group_normalize, leave_one_out
-from pglab.result import Result
+from pglab.reporting.result import Result
 from pglab.stats import standard_error
 
 

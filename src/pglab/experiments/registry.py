@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from pglab.result import Result, provenance
+from pglab.reporting.result import Result, provenance
 
 CATALOGUE: dict[str, tuple[str, str]] = {
     "bandit-variance": ("bandit_variance", "score-function estimator on a Gaussian bandit vs closed forms "

@@ -17,7 +17,7 @@ import torch
 
 from pglab.envs.tabular import Episodes, repair_mdp, table_score
 from pglab.estimators import cosine, total_variance
-from pglab.result import Result
+from pglab.reporting.result import Result
 from pglab.stats import standard_error, variance_gap
 from pglab.trainers.tabular import ascent_direction, surrogate_loss
 

@@ -27,10 +27,10 @@ from pglab.batch import POLICY, TOOL
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import optimal_constant_baseline, total_variance
 from pglab.models import build_tokenizer
-from pglab.plots import new_figure
-from pglab.result import Result
+from pglab.reporting.plots import new_figure
+from pglab.reporting.result import Result
+from pglab.runtime.threads import single_torch_thread
 from pglab.stats import bootstrap_se, check_one_more
-from pglab.threads import single_torch_thread
 from pglab.trainers.cloning import make_base_agent
 from pglab.trainers.probe import episode_gradients
 
@@ -72,7 +72,7 @@ def parabola(rewards: torch.Tensor, scores: torch.Tensor) -> tuple[float, float,
 
 def measure(seed: int, config: Config) -> dict:
     """One base agent's probe: variances of the named baselines, the parabola, and what sets b* -> a row."""
-    from pglab.trainers.reinforce import sample_episodes
+    from pglab.trainers.tinyagent import sample_episodes
 
     with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))
@@ -122,7 +122,7 @@ def measure(seed: int, config: Config) -> dict:
 
 
 def run(config: Config, result: Result) -> None:
-    from pglab.progress import track
+    from pglab.runtime.progress import track
 
     seeds = range(config.first_seed, config.first_seed + config.seeds)
     rows = [measure(seed, config) for seed in track(seeds, "base agents")]

@@ -20,12 +20,12 @@ from pglab.batch import OWNER_NAMES, POLICY, PROMPT, TOOL, TokenBatch
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import reinforce_loss
 from pglab.models import build_tokenizer
-from pglab.result import Result
+from pglab.reporting.result import Result
+from pglab.runtime.threads import single_torch_thread
 from pglab.sampling.scoring import token_log_probs
 from pglab.stats import check_one_more
-from pglab.threads import single_torch_thread
 from pglab.trainers.cloning import make_base_agent
-from pglab.trainers.reinforce import sample_episodes
+from pglab.trainers.tinyagent import sample_episodes
 
 BOOK = {"prompt": 1.87e-4, "policy": 1.49e-4, "tool": 3.18e-5, "positions": 70}
 """agents-ch6 §6.3: mean embedding-gradient norms and the count of positions with a logit gradient."""

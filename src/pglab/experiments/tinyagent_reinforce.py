@@ -16,8 +16,8 @@ from typing import ClassVar
 import numpy as np
 
 from pglab.envs.bugfix import make_tasks
-from pglab.plots import new_figure
-from pglab.result import Result
+from pglab.reporting.plots import new_figure
+from pglab.reporting.result import Result
 from pglab.stats import check_one_more
 
 BOOK = {"base_train_pass": 0.144, "trained_train_pass": 0.775, "base_heldout_pass": 0.125,
@@ -83,7 +83,7 @@ def correlation_with_step(values: list[float]) -> float:
 
 def run(config: Config, result: Result) -> None:
     from pglab.sampling.episodes import episode_stats
-    from pglab.trainers.reinforce import (
+    from pglab.trainers.tinyagent import (
         before_after_rows,
         behaviour_rows,
         every,

@@ -17,10 +17,10 @@ import torch
 from pglab.envs.bugfix import make_tasks
 from pglab.estimators import discounted_returns, squared_deviations, total_variance
 from pglab.models import build_tokenizer
-from pglab.result import Result
+from pglab.reporting.result import Result
+from pglab.runtime.threads import single_torch_thread
 from pglab.sampling.episodes import call_name
 from pglab.stats import bootstrap_se, check_one_more
-from pglab.threads import single_torch_thread
 from pglab.trainers.cloning import make_base_agent
 from pglab.trainers.probe import call_starts, episode_gradients, step_cost_rewards
 
@@ -52,7 +52,7 @@ def measure(seed: int, config: Config) -> dict:
 
     Keys starting with ``_`` hold the probe, its reward-to-go [N, T] and total returns [N] for the one-episode table.
     """
-    from pglab.trainers.reinforce import sample_episodes
+    from pglab.trainers.tinyagent import sample_episodes
 
     with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))

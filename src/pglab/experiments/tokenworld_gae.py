@@ -15,10 +15,10 @@ import torch
 
 from pglab.envs.tokenworld import A, B, TokenWorld, at_states
 from pglab.estimators import gae
-from pglab.plots import median_band, new_figure, outside_legend
-from pglab.result import Result
+from pglab.reporting.plots import median_band, new_figure, outside_legend
+from pglab.reporting.result import Result
+from pglab.runtime.threads import single_torch_thread
 from pglab.stats import check_printed, standard_error
-from pglab.threads import single_torch_thread
 
 BOOK_START = {"V(start)": "0.5443", "Q(s0, A)": "0.6826", "Q(s0, B)": "0.3370",
               "A(s0, A)": "0.1382", "A(s0, B)": "-0.2074"}

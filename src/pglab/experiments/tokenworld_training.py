@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 from pglab.envs.tokenworld import TokenWorld
-from pglab.plots import new_figure, outside_legend
-from pglab.result import Result
+from pglab.reporting.plots import new_figure, outside_legend
+from pglab.reporting.result import Result
+from pglab.runtime.threads import single_torch_thread
 from pglab.stats import book_tolerance, bootstrap_se, mean_gap, sd_ratio
-from pglab.threads import single_torch_thread
 from pglab.trainers.tokenworld import train_tokenworld
 
 MILESTONES = (10, 25, 50, 150)

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from pglab.data.reviews import VERSION, reviews
-from pglab.progress import track
+from pglab.runtime.progress import track
 
 EOS = "<|endoftext|>"
 CORPUS_SEED, TRAIN_PROMPT_SEED, EVAL_PROMPT_SEED = 0, 1, 2

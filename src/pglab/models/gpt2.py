@@ -21,7 +21,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from pglab.models.hf import shares_prompt
+from pglab.models.logits import shares_prompt
 
 Attend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor]
 """(q, k, v [B, H, T, D] of one layer, the layer's scale) -> attention output [B, H, T, D]."""

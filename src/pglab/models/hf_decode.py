@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from pglab.models.gpt2 import plain_gpt2, run_block
-from pglab.models.hf import accepts, cache_keyword, cache_of, positions_of
+from pglab.models.logits import accepts, cache_keyword, cache_of, positions_of
 
 Decoder = Callable[[torch.Tensor, int], torch.Tensor]
 """(ids [B, q] at positions position..position+q-1, position) -> logits [B, V] of the token after them."""

@@ -16,9 +16,10 @@ from typing import Protocol
 
 import torch
 
-from pglab.distributed import unwrap
-from pglab.models.hf import autocast, cache_keyword, cache_of, full_precision, reply_logits, shape_logits
+from pglab.models.hf import reply_logits
+from pglab.models.logits import autocast, cache_keyword, cache_of, full_precision, shape_logits
 from pglab.models.tinyagent import KVCache, TinyAgent
+from pglab.runtime.distributed import unwrap
 
 
 class Prefixes(Protocol):

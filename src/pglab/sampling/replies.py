@@ -13,10 +13,10 @@ from typing import Any
 import torch
 
 from pglab.batch import POLICY, PROMPT, TokenBatch
-from pglab.distributed import unwrap
-from pglab.models.hf import autocast, full_precision, restrict, shape_logits
 from pglab.models.hf_decode import lockstep_decoder
+from pglab.models.logits import autocast, full_precision, restrict, shape_logits
 from pglab.models.policy import HFPolicy
+from pglab.runtime.distributed import unwrap
 
 
 @torch.no_grad()

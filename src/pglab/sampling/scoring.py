@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from pglab.batch import TokenBatch
-from pglab.models.hf import full_precision
+from pglab.models.logits import full_precision
 from pglab.models.policy import TokenPolicy, as_policy
 
 CHUNK_TOKENS = 1024

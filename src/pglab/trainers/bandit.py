@@ -14,7 +14,7 @@ import torch
 
 from pglab.envs.bandit import GaussianBandit
 from pglab.estimators import EMABaseline, softmax_score
-from pglab.threads import single_torch_thread
+from pglab.runtime.threads import single_torch_thread
 
 BASELINES = ("none", "running", "value")
 """No baseline; the running average of past rewards; the exact value J(theta) of the current policy."""

@@ -24,9 +24,9 @@ from pglab.envs.bugfix import BugFixEnv, Task, make_tasks, scripted_policy, scri
 from pglab.estimators import masked_mean
 from pglab.models.tinyagent import TinyAgent, TinyConfig
 from pglab.models.tokenizer import Tokenizer
+from pglab.runtime.threads import single_torch_thread
 from pglab.sampling.episodes import MAX_OBS_TOKENS, collate, encode_episode
 from pglab.sampling.scoring import sequence_log_probs
-from pglab.threads import single_torch_thread
 
 
 def default_cache_dir() -> Path:

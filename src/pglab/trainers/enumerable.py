@@ -13,8 +13,8 @@ from collections.abc import Callable
 import torch
 
 from pglab.envs.enumerable import EnumerablePolicy
-from pglab.progress import track
-from pglab.threads import single_torch_thread
+from pglab.runtime.progress import track
+from pglab.runtime.threads import single_torch_thread
 from pglab.trainers.step import policy_gradient_step
 
 

@@ -13,7 +13,7 @@ import torch
 
 from pglab.envs.tokenworld import TokenWorld, at_states
 from pglab.estimators import discounted_returns, gae, leave_one_out, reinforce_loss
-from pglab.progress import track
+from pglab.runtime.progress import track
 
 
 def success_probability(world: TokenWorld, logits: torch.Tensor) -> torch.Tensor:

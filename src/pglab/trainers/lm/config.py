@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import torch
 
-from pglab.configs import field_docs
 from pglab.estimators.advantages import KINDS, SCALES, uses_groups
 from pglab.estimators.losses import MODES
-from pglab.trainers.token_pg import KL_IN
+from pglab.runtime.options import field_docs
+from pglab.trainers.update import KL_IN
 
 SCHEDULES = ("constant", "linear", "cosine")
 CHAT_TEMPLATES = ("auto", "always", "never")

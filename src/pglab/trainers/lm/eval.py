@@ -127,7 +127,7 @@ def worked_example(r: ScoredReplies, row: int, beta: float, tokenizer: Any,
 
 def curves_figure(runs: dict[str, Any]):
     """Reward, exact KL, entropy per token and distinct-1 at each evaluation, one line per run."""
-    from pglab.plots import new_figure
+    from pglab.reporting.plots import new_figure
 
     fig, axes = new_figure(2, 2, figsize=(10, 7))
     panels = (("reward", "held-out reward"), ("kl_exact", "exact KL to the reference (nats / reply)"),

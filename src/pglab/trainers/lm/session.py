@@ -14,18 +14,18 @@ from collections.abc import Callable
 import torch
 
 from pglab.batch import TokenBatch
-from pglab.distributed import world, wrap
 from pglab.estimators import EMABaseline
 from pglab.models.hf import load_causal_lm
 from pglab.models.policy import HFPolicy
+from pglab.runtime.distributed import world, wrap
 from pglab.sampling.replies import reply_batch, sample_replies
 from pglab.sampling.scoring import sequence_log_probs
 from pglab.trainers.lm.config import RLConfig
 from pglab.trainers.lm.data import PromptSet, load_prompts
 from pglab.trainers.lm.model import Models, adam, schedule
 from pglab.trainers.lm.rewards import Completions, Rewards
-from pglab.trainers.run_dir import TASKS, step_generator
-from pglab.trainers.token_pg import pg_update
+from pglab.trainers.loop import TASKS, step_generator
+from pglab.trainers.update import pg_update
 
 
 def banned_ids(cfg: RLConfig, tokenizer) -> torch.Tensor:

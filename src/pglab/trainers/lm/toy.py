@@ -16,10 +16,10 @@ from collections.abc import Callable
 import torch
 
 from pglab.models.policy import HFPolicy
-from pglab.progress import track
+from pglab.runtime.progress import track
 from pglab.sampling.replies import reply_batch, sample_replies
 from pglab.sampling.scoring import sequence_log_probs
-from pglab.trainers.token_pg import pg_update
+from pglab.trainers.update import pg_update
 
 
 def all_replies(vocab: int, length: int, prompt: int = 0) -> torch.Tensor:

@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pglab.distributed import process_group, world
 from pglab.models.hf import check_model, load_causal_lm
-from pglab.progress import track
+from pglab.runtime.distributed import process_group, world
+from pglab.runtime.progress import track
 from pglab.trainers.lm.config import RLConfig
 from pglab.trainers.lm.data import check_prompts_source, load_prompts
 from pglab.trainers.lm.eval import reply_metrics, score_replies, worked_example
@@ -37,7 +37,7 @@ from pglab.trainers.lm.logging import check_report_to, tensorboard_logger
 from pglab.trainers.lm.model import check_lora
 from pglab.trainers.lm.rewards import as_rewards, make_rewards
 from pglab.trainers.lm.session import Session, banned_ids
-from pglab.trainers.run_dir import EVAL, RunDir, step_generator
+from pglab.trainers.loop import EVAL, RunDir, step_generator
 
 METRICS, EVALS = "metrics.jsonl", "eval.jsonl"
 RESUME_KEYS = ("model", "default_size", "reward", "reward_weights", "prompts", "prompt_column", "chat_template",

@@ -20,13 +20,14 @@ import numpy as np
 import torch
 
 from pglab.batch import TokenBatch
-from pglab.distributed import world
 from pglab.envs.bugfix import BugFixEnv, Task, exact_pass_rate, make_tasks
 from pglab.estimators import EMABaseline
 from pglab.estimators.advantages import uses_groups
 from pglab.models import TinyAgent, Tokenizer, build_tokenizer
 from pglab.models.policy import TokenPolicy, as_policy
-from pglab.progress import Counter as ProgressBar
+from pglab.runtime.distributed import world
+from pglab.runtime.progress import Counter as ProgressBar
+from pglab.runtime.threads import single_torch_thread
 from pglab.sampling.episodes import (
     MAX_CALL_TOKENS,
     MAX_OBS_TOKENS,
@@ -36,10 +37,9 @@ from pglab.sampling.episodes import (
     render_episode,
 )
 from pglab.sampling.scoring import CHUNK_TOKENS, sequence_log_probs
-from pglab.threads import single_torch_thread
 from pglab.trainers.cloning import make_base_agent
-from pglab.trainers.run_dir import EVAL, TASKS, RunDir, step_generator
-from pglab.trainers.token_pg import pg_update
+from pglab.trainers.loop import EVAL, TASKS, RunDir, step_generator
+from pglab.trainers.update import pg_update
 
 LOG = "train.jsonl"
 FORMAT_PENALTY = 0.5

@@ -16,11 +16,11 @@ import contextlib
 import torch
 
 from pglab.batch import TokenBatch
-from pglab.distributed import gather_rows, world
 from pglab.estimators import aggregate_loss, kl_estimate
 from pglab.estimators.advantages import advantages, check_groups, per_token, zero_advantage_share
 from pglab.estimators.losses import MODES
 from pglab.models.policy import TokenPolicy
+from pglab.runtime.distributed import gather_rows, world
 from pglab.sampling.scoring import CHUNK_TOKENS, sequence_log_probs
 from pglab.trainers.step import policy_gradient_step
 

@@ -13,11 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pglab.envs.bugfix import make_tasks
-from pglab.plots import new_figure
-from pglab.result import Result, provenance
+from pglab.reporting.plots import new_figure
+from pglab.reporting.result import Result, provenance
 from pglab.sampling.text_episodes import text_episode_stats
-from pglab.trainers.hf_agent import AgentConfig, train_agent
-from pglab.trainers.reinforce import SPLITS, behaviour, learning_curve, sample_transcripts, scripted_levels
+from pglab.trainers.agent_config import AgentConfig
+from pglab.trainers.hf_agent import train_agent
+from pglab.trainers.tinyagent import SPLITS, behaviour, learning_curve, sample_transcripts, scripted_levels
 
 
 def agent_result(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resume: bool = False,

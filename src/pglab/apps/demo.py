@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from pglab.envs.bugfix import make_tasks
-from pglab.plots import new_figure
-from pglab.result import Result, provenance
+from pglab.reporting.plots import new_figure
+from pglab.reporting.result import Result, provenance
 from pglab.sampling.episodes import episode_stats
-from pglab.trainers.reinforce import (
+from pglab.trainers.loop import RunDir
+from pglab.trainers.tinyagent import (
     FORMAT_PENALTY,
     SPLITS,
     before_after_rows,
@@ -29,7 +30,6 @@ from pglab.trainers.reinforce import (
     scripted_levels,
     train_from_base,
 )
-from pglab.trainers.run_dir import RunDir
 
 DEMO = {"steps": 80, "batch_size": 64, "eval_every": 10, "eval_per_task": 8, "stats_per_task": 16}
 """The demo's size (agents-ch6 §6.7): 80 steps of 64 episodes, held-out pass every 10 steps, 16 episodes per task

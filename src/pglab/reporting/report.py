@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pglab.result import Result
+from pglab.reporting.result import Result
 
 
 def format_value(value: Any) -> str:
