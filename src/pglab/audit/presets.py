@@ -9,6 +9,7 @@ Where each peer configuration comes from (file and option) is in docs/audit.md.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -167,59 +168,34 @@ def openrlhf(estimator: str, beta: float) -> LossFn:
     return loss_fn
 
 
-class GivenLogProbs:
-    """A TokenPolicy whose log-probability of token 0 at reply position t of row b is ``logp[b, t]``.
-
-    Row b's prompt token is 2 + b, so the policy finds its rows in any chunk the scorer cuts; the
-    logits over the two tokens are [logp, log(1 - p)]. ``module`` holds logp as its one parameter.
-    """
-
-    max_length = None
-
-    def __init__(self, logp: torch.Tensor):
-        self.module = torch.nn.Module()
-        self.module.logp = torch.nn.Parameter(logp.detach().clone())
-
-    def logits(self, ids: torch.Tensor, start: int = 1, group_size: int = 1) -> torch.Tensor:
-        a = self.module.logp[ids[:, 0] - 2][:, start - 1:ids.shape[1] - 1]
-        a = torch.where(a < 0, a, -1.0)              # padding (logp 0) gets a finite stand-in; it is masked out
-        return torch.stack([a, torch.log1p(-a.exp())], -1)
-
-    def prefixes(self, sequences):
-        raise NotImplementedError("the audit scores batches; it never samples from GivenLogProbs")
-
-
 def pglab_trainer(beta: float, *, advantage: str = "rloo", kl_in: str = "reward", std: str = "population",
                   aggregation: str | None = None) -> LossFn:
-    """pglab's own update, ``trainers.token_pg.pg_update`` with train-lm's settings (RLConfig), on the audit's batch.
+    """pglab's own loss, ``trainers.update.pg_loss`` with train-lm's settings (RLConfig), on the audit's batch.
 
-    The batch becomes a TokenBatch (a prompt token, then the reply); pg_update scores it through
-    GivenLogProbs, builds its loss and steps an optimizer with step size 0; its gradient with respect
-    to logp is read off the parameter and returned as the surrogate grad . logp. Clipping is off:
-    the audit measures the gradient the clip would scale.
+    The batch becomes a TokenBatch (a prompt token, then the reply) and the audit's log-probabilities
+    go into pg_loss as the scored ones, behind the prompt's 0, as pg_update lays them out. Clipping
+    is not part of the loss: the audit measures the gradient the clip would scale.
     """
     from pglab.batch import POLICY, PROMPT, TokenBatch
     from pglab.trainers.lm.config import RLConfig
-    from pglab.trainers.update import pg_update
+    from pglab.trainers.lm.session import update_spec
+    from pglab.trainers.update import pg_loss, reply_advantages
 
     cfg = RLConfig(advantage=advantage, kl_in=kl_in, std=std, aggregation=aggregation, beta=beta)
     cfg.validate()
 
     def loss_fn(logp, ref_logp, rewards, mask, group):
         rows, width = logp.shape
-        k = int(torch.bincount(group)[0])
+        spec = dataclasses.replace(update_spec(cfg), group_size=int(torch.bincount(group)[0]),
+                                   norm_const=float(rows * width))
         zero = torch.zeros(rows, 1, dtype=logp.dtype)
         ids = torch.cat([2 + torch.arange(rows)[:, None], torch.zeros(rows, width, dtype=torch.long)], 1)
         action = torch.cat([zero, mask], 1)
         owner = torch.cat([torch.full((rows, 1), PROMPT), torch.where(mask.bool(), POLICY, 0)], 1)
         batch = TokenBatch(ids=ids, attention_mask=torch.cat([zero + 1, mask], 1), action_mask=action, owner=owner,
                            group=group, rewards=rewards, ref_logp=torch.cat([zero, ref_logp], 1))
-        policy = GivenLogProbs(logp)
-        optimizer = torch.optim.SGD(policy.module.parameters(), lr=0.0)
-        pg_update(policy, optimizer, batch, advantage=cfg.advantage, group_size=k, beta=cfg.beta, kl_in=cfg.kl_in,
-                  mode=cfg.loss_mode, norm_const=float(rows * width), scale=cfg.scale_rewards, **cfg.std_options,
-                  max_grad_norm=None, chunk_tokens=0)
-        return (policy.module.logp.grad.detach() * logp).sum()
+        scored = torch.where(action.bool(), torch.cat([zero, logp], 1), 0.0)
+        return pg_loss(scored, batch, reply_advantages(rewards.to(logp.dtype), spec), spec)[0]
 
     return loss_fn
 
@@ -233,12 +209,12 @@ class Preset:
 
 
 PGLAB = {
-    "pglab": ({}, "pglab train-lm defaults through pg_update: leave-one-out, k1 per token in the reward with "
+    "pglab": ({}, "pglab train-lm defaults through pg_loss: leave-one-out, k1 per token in the reward with "
                   "reward-to-go, token_mean"),
     "pglab-grpo": ({"advantage": "grpo", "kl_in": "loss", "std": "sample"},
-                   "pglab train-lm --advantage grpo --kl-in loss --std sample (TRL's GRPO) through pg_update"),
+                   "pglab train-lm --advantage grpo --kl-in loss --std sample (TRL's GRPO) through pg_loss"),
     "pglab-dr_grpo": ({"advantage": "dr_grpo"}, "pglab train-lm --advantage dr_grpo (centred, constant "
-                                                 "aggregation) through pg_update"),
+                                                 "aggregation) through pg_loss"),
 }
 """The pglab presets: RLConfig overrides, summary."""
 

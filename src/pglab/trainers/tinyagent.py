@@ -39,7 +39,7 @@ from pglab.sampling.episodes import (
 from pglab.sampling.scoring import CHUNK_TOKENS, sequence_log_probs
 from pglab.trainers.cloning import make_base_agent
 from pglab.trainers.loop import EVAL, TASKS, RunDir, step_generator
-from pglab.trainers.update import pg_update
+from pglab.trainers.update import UpdateSpec, pg_update
 
 LOG = "train.jsonl"
 FORMAT_PENALTY = 0.5
@@ -161,9 +161,9 @@ def train_episodes(
             if beta > 0:
                 with torch.no_grad():
                     batch.ref_logp = sequence_log_probs(reference, batch) * batch.action_mask
-            update = pg_update(policy, optimizer, batch, advantage=advantage, group_size=group,
-                               baseline=baseline.value, beta=beta, kl_in=kl_in, mode=mode, norm_const=norm_const,
-                               max_grad_norm=max_grad_norm, chunk_tokens=CHUNK_TOKENS if size == 1 else 0)
+            update = pg_update(policy, optimizer, batch, UpdateSpec(
+                advantage, group, beta=beta, kl_in=kl_in, mode=mode, norm_const=norm_const,
+                max_grad_norm=max_grad_norm, chunk_tokens=CHUNK_TOKENS if size == 1 else 0), baseline=baseline.value)
             row = {"step": step, **stats(batch), "baseline": baseline.value, "loss": update["loss"],
                    "score_loss": update["score_loss"],
                    "grad_norm": update["grad_norm"], "skipped": update["skipped"], f"heldout_{headline}": held,

@@ -25,7 +25,7 @@ from pglab.trainers.lm.data import PromptSet, load_prompts
 from pglab.trainers.lm.model import Models, adam, schedule
 from pglab.trainers.lm.rewards import Completions, Rewards
 from pglab.trainers.loop import TASKS, step_generator
-from pglab.trainers.update import pg_update
+from pglab.trainers.update import UpdateSpec, pg_update
 
 
 def banned_ids(cfg: RLConfig, tokenizer) -> torch.Tensor:
@@ -34,6 +34,16 @@ def banned_ids(cfg: RLConfig, tokenizer) -> torch.Tensor:
     if cfg.ban_eos and tokenizer.eos_token_id is not None:
         ids.append(int(tokenizer.eos_token_id))
     return torch.tensor(sorted(set(ids)), dtype=torch.long)
+
+
+def update_spec(cfg: RLConfig) -> UpdateSpec:
+    """The update train-lm takes every step: rows of num_generations replies per prompt, constant over
+    prompts_per_step x num_generations x max_completion_length, the clipped ratio when num_iterations > 1."""
+    return UpdateSpec(cfg.advantage, cfg.num_generations, scale=cfg.scale_rewards, **cfg.std_options, beta=cfg.beta,
+                      kl_in=cfg.kl_in, mode=cfg.loss_mode,
+                      norm_const=cfg.prompts_per_step * cfg.num_generations * cfg.max_completion_length,
+                      ratio=cfg.num_iterations > 1, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
+                      max_grad_norm=cfg.max_grad_norm, micro_batches=cfg.gradient_accumulation_steps, chunk_tokens=0)
 
 
 class Session:
@@ -123,15 +133,10 @@ class Session:
                 ref_logp = sequence_log_probs(ref, batch, start=start, group_size=k,
                                               chunk_tokens=batch.ids.numel() // cfg.gradient_accumulation_steps)
             batch.ref_logp = torch.where(batch.action_mask.bool(), ref_logp, 0.0)
-        history = []
+        history, spec = [], update_spec(cfg)
         for _ in range(cfg.num_iterations):
             lr = self.scheduler.get_last_lr()[0]
-            metrics = pg_update(self.policy, self.optimizer, batch, advantage=cfg.advantage, group_size=k,
-                                baseline=self.ema.value, beta=cfg.beta, kl_in=cfg.kl_in, mode=cfg.loss_mode,
-                                norm_const=cfg.prompts_per_step * k * cfg.max_completion_length, start=start,
-                                scale=cfg.scale_rewards, **cfg.std_options, max_grad_norm=cfg.max_grad_norm,
-                                chunk_tokens=0, micro_batches=cfg.gradient_accumulation_steps,
-                                ratio=cfg.num_iterations > 1, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high)
+            metrics = pg_update(self.policy, self.optimizer, batch, spec, baseline=self.ema.value, start=start)
             with warnings.catch_warnings():      # a skipped (zero-gradient) step still advances the schedule
                 warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler")
                 self.scheduler.step()
@@ -139,4 +144,4 @@ class Session:
         return history
 
 
-__all__ = ["Session", "banned_ids"]
+__all__ = ["Session", "banned_ids", "update_spec"]

@@ -19,7 +19,7 @@ from pglab.models.policy import HFPolicy
 from pglab.runtime.progress import track
 from pglab.sampling.replies import reply_batch, sample_replies
 from pglab.sampling.scoring import sequence_log_probs
-from pglab.trainers.update import pg_update
+from pglab.trainers.update import UpdateSpec, pg_update
 
 
 def all_replies(vocab: int, length: int, prompt: int = 0) -> torch.Tensor:
@@ -74,6 +74,7 @@ def train_toward_optimum(model: torch.nn.Module, reward: Callable[[torch.Tensor]
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - s / steps)
     gen = torch.Generator().manual_seed(seed)
     prompts = torch.zeros(groups * group_size, 1, dtype=torch.long)
+    spec = UpdateSpec("rloo", group_size, beta=beta, mode="seq_mean_token_sum", max_grad_norm=10.0, chunk_tokens=0)
     kls = [(0, kl_from_log_probs(reply_log_probs(model, replies), target))]
     for step in track(range(steps), "training toward pi*", total=steps) if progress else range(steps):
         ids, mask = sample_replies(policy, prompts, length, gen)
@@ -81,8 +82,7 @@ def train_toward_optimum(model: torch.nn.Module, reward: Callable[[torch.Tensor]
         with torch.no_grad():
             batch.ref_logp = sequence_log_probs(HFPolicy(ref), batch, start=1, group_size=group_size,
                                                 chunk_tokens=ids.numel()).double()
-        pg_update(policy, optimizer, batch, advantage="rloo", group_size=group_size, beta=beta, kl_in="reward",
-                  mode="seq_mean_token_sum", start=1, max_grad_norm=10.0, chunk_tokens=0)
+        pg_update(policy, optimizer, batch, spec)
         schedule.step()
         if (step + 1) % every == 0 or step + 1 == steps:
             kls.append((step + 1, kl_from_log_probs(reply_log_probs(model, replies), target)))
