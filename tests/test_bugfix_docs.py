@@ -2,11 +2,11 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
-from test_docs import python_blocks
+from support import ROOT
+from support.docs import python_blocks
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "bugfix.md"
+DOC = ROOT / "docs" / "bugfix.md"
 
 
 def test_the_python_examples_of_docs_bugfix_run(capsys):

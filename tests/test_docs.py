@@ -1,19 +1,12 @@
 """Every ```python block of README.md and docs/*.md runs as written (blocks of one page share a namespace)."""
 
-import re
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+from support import ROOT
+from support.docs import PAGES, python_blocks
+
 CHECKED_ELSEWHERE = {"bugfix.md"}
 """Pages whose blocks run in their own test, which also checks what they print (tests/test_bugfix_docs.py)."""
-BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
-
-
-def python_blocks(page: Path) -> list[str]:
-    return BLOCK.findall(page.read_text())
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(p) and p.name not in CHECKED_ELSEWHERE],

@@ -6,11 +6,11 @@ a quoted number is written ``0.903<!-- n experiment:metric -->``.
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from support import ROOT
+
 spec = importlib.util.spec_from_file_location("docs_numbers", ROOT / "scripts" / "docs_numbers.py")
 docs_numbers = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(docs_numbers)
