@@ -4,7 +4,7 @@ The per-token weight w = dL / d(per-token term) is read off ``aggregate_loss`` a
 ``reinforce_loss``: on three trajectories of 4, 8 and 24 policy tokens (against the book's printed
 table), on the probe batches of several base agents (successes, short failures, long failures,
 with advantages R - mean R), and as the rest of a batch grows. That every weight equals the closed
-form of the ``pglab.estimators.losses`` docstring is a unit test (``tests/test_losses.py``); the
+form of the ``pglab.estimators.losses`` docstring is a unit test (``tests/estimators/test_losses.py``); the
 claims here are the book's numbers. The probe's numbers depend on how long each base agent's
 successes and failures are, which varies with its cloning seed, so the book's agent is compared as
 one more draw from ours.

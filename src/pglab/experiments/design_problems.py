@@ -8,7 +8,7 @@
    probabilities, the estimate with the baseline detached against attached, vs the exact gradient.
 3. The zero-advantage batch: after one ordinary Adam step, a step on all-zero advantages moves the
    parameters (Adam's momentum) unless ``policy_gradient_step`` skips a zero gradient. That the guard
-   leaves them bit-identical is a unit test (``tests/test_step.py``). The size of the unguarded move
+   leaves them bit-identical is a unit test (``tests/trainers/test_step.py``). The size of the unguarded move
    is not compared with the book's 0.4903: Adam's second step moves every parameter the first batch
    reached by lr x 0.670, so the move is lr x 0.670 x sqrt(parameters reached), a count set by the
    architecture and the vocabulary (the book's 0.4903 is 133,900 of its 157,244 parameters).

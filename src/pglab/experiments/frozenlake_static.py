@@ -9,7 +9,7 @@ over freeze points (probes with J from about 0.1 to 0.75) measures where that or
 
 Every estimate is the ascent direction of pglab's REINFORCE loss with the per-episode divisor
 (``seq_mean_token_sum``), computed in closed form from the visit counts (the sum over steps of
-weight x score, over the episodes of the batch; tests/test_exp_frozenlake.py checks it against
+weight x score, over the episodes of the batch; tests/experiments/test_exp_frozenlake.py checks it against
 autograd through ``reinforce_loss``), so that thousands of batches cost one sampling call.
 """
 

@@ -3,7 +3,7 @@
 On the two-state, two-action problem every trajectory, and every batch of n trajectories, can
 be enumerated with its probability. The expectation of each batch estimator is then a finite
 sum, compared with the exact gradient (itself equal to autograd through the linear solve). These
-are identities, tested in tests/test_identities.py; the report tables them, and its claims check
+are identities, tested in tests/experiments/test_identities.py; the report tables them, and its claims check
 that sampled batches agree with the enumeration within their standard errors.
 """
 

@@ -1,6 +1,7 @@
 """Mutation check of the hidden tests: every mutant of every reference solution gets reward 0, unless it is shown
 equivalent on an independent, larger set of inputs. The per-task mutation score in docs/bugfix.md is this test's
-output (``python tests/test_bugfix_mutation.py`` rewrites that table; the test checks that it is current).
+output (``PYTHONPATH=tests python tests/envs/bugfix/test_bugfix_mutation.py`` rewrites that table; the test checks
+that it is current).
 
 Mutants are single changes of the correct source: operator swaps (+ - * / // %), comparison flips (is and in
 too), off-by-one constants and range bounds, rounding and truncation swaps (round, int, / and //), removed guards
@@ -224,7 +225,8 @@ def test_every_mutant_gets_reward_0_or_is_equivalent_and_the_docs_table_is_curre
     rows, escaped = mutation_rows(grader)
     assert not escaped, f"mutants that pass the hidden tests but differ from the reference: {escaped}"
     current = DOC.read_text().split(START)[1].split(END)[0].strip()
-    assert current == table(rows), "docs/bugfix.md's mutation table is stale: run python tests/test_bugfix_mutation.py"
+    assert current == table(rows), ("docs/bugfix.md's mutation table is stale: "
+                                    "run PYTHONPATH=tests python tests/envs/bugfix/test_bugfix_mutation.py")
 
 
 if __name__ == "__main__":  # rewrite the table in docs/bugfix.md

@@ -2,9 +2,9 @@
 
 Each is an idiomatic rewrite (a closed form, a math-module call, ``//`` for ``/``, ``round``, a reordered float
 sum, a shifted constant, a threshold, a sentinel) that agrees with the task's correct source on ordinary inputs
-and differs on one class of boundary inputs. ``tests/test_bugfix_wrong_repairs.py`` checks that each exposing
-input is among the task's hidden or generated cases, that the reference and the repair differ on it, and that the
-repair gets reward 0 through the environment.
+and differs on one class of boundary inputs. ``tests/envs/bugfix/test_bugfix_wrong_repairs.py`` checks that each
+exposing input is among the task's hidden or generated cases, that the reference and the repair differ on it, and
+that the repair gets reward 0 through the environment.
 """
 
 from __future__ import annotations
