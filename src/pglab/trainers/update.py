@@ -267,4 +267,5 @@ def no_sync(module: torch.nn.Module):
     return module.no_sync() if hasattr(module, "no_sync") else contextlib.nullcontext()
 
 
-__all__ = ["KL_IN", "UpdateSpec", "check_batch", "no_sync", "pg_loss", "pg_update", "reply_advantages", "surrogate"]
+__all__ = ["KL_IN", "UpdateSpec", "check_batch", "no_sync", "pg_loss", "pg_update", "reply_advantages", "score",
+           "surrogate"]
