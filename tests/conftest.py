@@ -7,7 +7,7 @@ import pytest  # noqa: E402
 from pglab.envs.bugfix import make_tasks  # noqa: E402
 from pglab.models import build_tokenizer
 from pglab.runtime.threads import single_torch_thread  # noqa: E402
-from pglab.trainers.cloning import make_base_agent
+from pglab.trainers.cloning import CloningSettings, make_base_agent
 
 
 @pytest.fixture(scope="module")
@@ -26,4 +26,4 @@ def tok():
 @pytest.fixture(scope="module")
 def cloned_agent(tok):
     """A briefly cloned agent (cached on disk): mostly valid calls, episodes of different lengths."""
-    return make_base_agent(tok, steps=60, episodes_per_task=2)
+    return make_base_agent(tok, settings=CloningSettings(steps=60, episodes_per_task=2))

@@ -20,7 +20,7 @@ from pglab.reporting.plots import new_figure
 from pglab.reporting.result import Result
 from pglab.runner import run_seeds
 from pglab.stats import rank_sum_p
-from pglab.trainers.cartpole import VECTOR_MODES, WEIGHTINGS, train_cartpole
+from pglab.trainers.cartpole import VECTOR_MODES, WEIGHTINGS, CartPoleSettings, train_cartpole
 
 BOOK_FINAL = {"return": 40.0, "reward_to_go": 300.0, "advantage": 500.0}
 """course-ch7 exercise 7.10: typical final mean returns over 4 seeds per weighting."""
@@ -104,10 +104,12 @@ def run(config: Config, result: Result) -> None:
     start = time.perf_counter()
     for weighting in config.weightings:
         began = time.perf_counter()
+        settings = CartPoleSettings(weighting=weighting, updates=config.updates, envs=config.envs, lr=config.lr,
+                                    value_lr=config.value_lr, value_epochs=config.value_epochs, hidden=config.hidden,
+                                    gamma=config.gamma, max_episode_steps=config.max_episode_steps,
+                                    vector=config.vector)
         out = run_seeds(train_cartpole, seeds, backend=config.backend, description=f"cartpole {weighting}",
-                        weighting=weighting, updates=config.updates, envs=config.envs, lr=config.lr,
-                        value_lr=config.value_lr, value_epochs=config.value_epochs, hidden=config.hidden,
-                        gamma=config.gamma, max_episode_steps=config.max_episode_steps, vector=config.vector)
+                        settings=settings)
         curves[weighting] = out["mean_return"]
         finals[weighting] = final_returns(out["mean_return"], config.final_updates)
         steps, seconds = float(out["env_steps"].sum()), float(out["seconds"].sum())

@@ -113,44 +113,54 @@ def weights_and_targets(batch: Episodes, weighting: str, gamma: float,
     return to_go[:, :1] * batch.mask, None
 
 
-def train_cartpole(
-    seed: int,
-    *,
-    weighting: str,
-    updates: int,
-    envs: int = 16,
-    lr: float = 0.01,
-    value_lr: float = 0.01,
-    value_epochs: int = 10,
-    hidden: int = 32,
-    gamma: float = 0.99,
-    max_episode_steps: int = 500,
-    vector: str = "sync",
-) -> Iterator[dict]:
-    """REINFORCE with one weighting; yields per update dict(mean_return, env_steps, seconds).
+@dataclass(frozen=True)
+class CartPoleSettings:
+    """Everything of one CartPole run but its seed."""
 
-    ``envs`` episodes per update (one per environment), ``updates`` updates, Adam with step ``lr``
-    for the policy (no clipping: the weightings differ only in their weights) and ``value_lr`` for
-    the critic, fitted ``value_epochs`` full-batch steps per update to the bootstrapped returns.
-    """
-    if weighting not in WEIGHTINGS:
-        raise ValueError(f"unknown weighting {weighting!r}; pass one of {', '.join(WEIGHTINGS)}")
+    weighting: str
+    """What weighs each action's score: return (G_0), reward_to_go (G_t) or advantage (G_t - V(s_t))."""
+    updates: int
+    """Policy updates (each on one episode from every environment)."""
+    envs: int = 16
+    """Environments in the vector env; one complete episode from each per update."""
+    lr: float = 0.01
+    """Adam step size of the policy (no clipping: the weightings differ only in their weights)."""
+    value_lr: float = 0.01
+    """Adam step size of the value network (the advantage weighting only)."""
+    value_epochs: int = 10
+    """Full-batch value steps per update, toward the bootstrapped returns."""
+    hidden: int = 32
+    """Width of the two hidden layers of the policy and value MLPs."""
+    gamma: float = 0.99
+    """Discount of the returns that weigh the scores."""
+    max_episode_steps: int = 500
+    """CartPole-v1's time limit (a truncation)."""
+    vector: str = "sync"
+    """gymnasium vector env: sync or async (one process per environment)."""
+
+    def __post_init__(self) -> None:
+        if self.weighting not in WEIGHTINGS:
+            raise ValueError(f"unknown weighting {self.weighting!r}; pass one of {', '.join(WEIGHTINGS)}")
+
+
+def train_cartpole(seed: int, settings: CartPoleSettings) -> Iterator[dict]:
+    """REINFORCE with one weighting; yields per update dict(mean_return, env_steps, seconds)."""
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
-    policy = mlp([4, hidden, hidden, 2])
-    optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
-    value = mlp([4, hidden, hidden, 1]) if weighting == "advantage" else None
-    value_opt = torch.optim.Adam(value.parameters(), lr=value_lr) if value is not None else None
-    vec = make_envs(envs, max_episode_steps, vector)
+    policy = mlp([4, settings.hidden, settings.hidden, 2])
+    optimizer = torch.optim.Adam(policy.parameters(), lr=settings.lr)
+    value = mlp([4, settings.hidden, settings.hidden, 1]) if settings.weighting == "advantage" else None
+    value_opt = torch.optim.Adam(value.parameters(), lr=settings.value_lr) if value is not None else None
+    vec = make_envs(settings.envs, settings.max_episode_steps, settings.vector)
     try:
-        for update in range(updates):
+        for update in range(settings.updates):
             start = time.perf_counter()
             batch = collect_episodes(vec, policy, generator, seed * 1_000_003 if update == 0 else None)
-            weights, targets = weights_and_targets(batch, weighting, gamma, value)
+            weights, targets = weights_and_targets(batch, settings.weighting, settings.gamma, value)
             logp = torch.log_softmax(policy(batch.obs), -1).gather(-1, batch.actions[..., None])[..., 0]
             policy_gradient_step(policy, optimizer, reinforce_loss(logp, weights, batch.mask), max_grad_norm=None)
             if value is not None:
-                for _ in range(value_epochs):
+                for _ in range(settings.value_epochs):
                     error = (value(batch.obs)[..., 0] - targets) * batch.mask
                     policy_gradient_step(value, value_opt, error.pow(2).sum() / batch.mask.sum(), max_grad_norm=None)
             yield {"mean_return": float(batch.lengths.mean()), "env_steps": float(batch.mask.numel()),

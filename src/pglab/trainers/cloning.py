@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -61,22 +62,41 @@ def behaviour_cloning(model: TinyAgent, data: TokenBatch, steps: int, batch_size
     return losses
 
 
-def make_base_agent(tokenizer: Tokenizer, seed: int = 0, *, kinds: Sequence[str] = ("random", "blind"),
-                    episodes_per_task: int = 8, steps: int = 200, batch_size: int = 32, lr: float = 3e-3,
-                    tasks: Sequence[Task] | None = None, max_obs_tokens: int = MAX_OBS_TOKENS,
-                    shape: dict | None = None, cache: bool = True, cache_dir: str | Path | None = None) -> TinyAgent:
-    """TinyAgent behaviour-cloned on scripted demonstrations of ``kinds`` on ``tasks`` (default: training split).
+@dataclass(frozen=True)
+class CloningSettings:
+    """How the base agent is cloned: the demonstrations, the optimiser and the model's shape."""
 
-    ``shape`` overrides TinyConfig fields. With ``cache``, the weights are read from (or written to)
-    ``cache_dir`` (default :func:`default_cache_dir`) under a hash of the settings and demonstrations.
+    kinds: tuple[str, ...] = ("random", "blind")
+    """Scripted policies whose play is imitated (kind k draws with seed + k)."""
+    episodes_per_task: int = 8
+    """Demonstrations of each kind on every task."""
+    steps: int = 200
+    """Adam steps of behaviour cloning."""
+    batch_size: int = 32
+    """Episodes per step, drawn with replacement from the demonstrations."""
+    lr: float = 3e-3
+    """Adam step size."""
+    max_obs_tokens: int = MAX_OBS_TOKENS
+    """An observation is cut to this many tokens when encoded."""
+    shape: dict | None = None
+    """TinyConfig fields that differ from its defaults (None: the default TinyAgent)."""
+
+
+def make_base_agent(tokenizer: Tokenizer, seed: int = 0, settings: CloningSettings = CloningSettings(), *,
+                    tasks: Sequence[Task] | None = None, cache: bool = True,
+                    cache_dir: str | Path | None = None) -> TinyAgent:
+    """TinyAgent behaviour-cloned on scripted demonstrations (``settings``) on ``tasks`` (default: training split).
+
+    With ``cache``, the weights are read from (or written to) ``cache_dir`` (default
+    :func:`default_cache_dir`) under a hash of the settings and demonstrations.
     """
     tasks = list(tasks) if tasks is not None else make_tasks("train")
-    data = demonstrations(tokenizer, tasks, kinds, episodes_per_task, seed, max_obs_tokens)
-    config = TinyConfig(tokenizer.vocab_size, **(shape or {}))
-    settings = {"seed": seed, "kinds": list(kinds), "episodes_per_task": episodes_per_task, "steps": steps,
-                "batch_size": batch_size, "lr": lr, "config": config.__dict__, "vocab": tokenizer.fingerprint(),
-                "torch": torch.__version__}
-    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    data = demonstrations(tokenizer, tasks, settings.kinds, settings.episodes_per_task, seed, settings.max_obs_tokens)
+    config = TinyConfig(tokenizer.vocab_size, **(settings.shape or {}))
+    key = {"seed": seed, "kinds": list(settings.kinds), "episodes_per_task": settings.episodes_per_task,
+           "steps": settings.steps, "batch_size": settings.batch_size, "lr": settings.lr, "config": config.__dict__,
+           "vocab": tokenizer.fingerprint(), "torch": torch.__version__}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode())
     digest.update(data.ids.numpy().tobytes())
     digest.update(data.owner.numpy().tobytes())
     folder = Path(cache_dir or default_cache_dir()) / digest.hexdigest()[:20]
@@ -85,12 +105,13 @@ def make_base_agent(tokenizer: Tokenizer, seed: int = 0, *, kinds: Sequence[str]
     with torch.random.fork_rng(devices=[]), single_torch_thread():
         torch.manual_seed(seed)
         model = TinyAgent(config=config)
-        behaviour_cloning(model, data, steps, batch_size, lr, torch.Generator().manual_seed(seed))
+        behaviour_cloning(model, data, settings.steps, settings.batch_size, settings.lr,
+                          torch.Generator().manual_seed(seed))
     if cache:
         folder.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
         model.save_pretrained(staging)
-        (staging / "settings.json").write_text(json.dumps(settings, indent=1))
+        (staging / "settings.json").write_text(json.dumps(key, indent=1))
         try:
             staging.rename(folder)
         except OSError:                     # another process cached the same agent first
@@ -98,4 +119,4 @@ def make_base_agent(tokenizer: Tokenizer, seed: int = 0, *, kinds: Sequence[str]
     return model
 
 
-__all__ = ["behaviour_cloning", "default_cache_dir", "demonstrations", "make_base_agent"]
+__all__ = ["CloningSettings", "behaviour_cloning", "default_cache_dir", "demonstrations", "make_base_agent"]
