@@ -5,18 +5,28 @@ import torch
 
 from pglab.batch import POLICY, PROMPT, TOOL
 from pglab.envs.bugfix import BugFixEnv, make_tasks, parse_call, scripted_policy, scripted_rollout
+from pglab.envs.text import BugFixText
 from pglab.models import TinyAgentPolicy
-from pglab.sampling.episodes import collate, collect_episodes, encode_episode, episode_stats, render_episode
+from pglab.sampling.episodes import (
+    EpisodeLog,
+    WordLayout,
+    collate,
+    collect_episodes,
+    encode_episode,
+    episode_stats,
+    render_episode,
+)
 from pglab.sampling.scoring import length_chunks, sequence_log_probs
+from pglab.trainers.tinyagent import format_costs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def play(cloned_agent, tok, n, seed, use_cache=True, max_call_tokens=6):
     tasks = make_tasks("train")
-    picked = [tasks[i % len(tasks)] for i in range(n)]
-    return collect_episodes(TinyAgentPolicy(cloned_agent, use_cache=use_cache), [BugFixEnv(tasks) for _ in picked], tok,
-                            torch.Generator().manual_seed(seed), tasks=picked, max_call_tokens=max_call_tokens)
+    picked = [i % len(tasks) for i in range(n)]
+    return collect_episodes(TinyAgentPolicy(cloned_agent, use_cache=use_cache), WordLayout(tok, max_call_tokens),
+                            [BugFixText(tasks) for _ in picked], picked, torch.Generator().manual_seed(seed))
 
 
 def test_kv_cache_episodes_equal_recomputing_every_prefix(cloned_agent, tok):
@@ -41,10 +51,10 @@ def test_layout_matches_the_env_transcript(cloned_agent, tok):
                 calls.append(tok.decode(current))
                 current = []
         calls += [tok.decode(current)] if current else []
-        assert calls == info["actions"] and len(calls) == info["n_turns"]
+        assert calls == info.calls == info.record.actions and len(calls) == info.record.n_turns
         tool_starts = [i for i, (t, o) in enumerate(zip(ids, owner)) if o == TOOL and t == tok.obs_id]
-        assert len(tool_starts) == info["n_turns"] - 1                      # no answer after the last call
-        assert float(batch.rewards[b]) == float(info["submitted"] and info["hidden_pass"])
+        assert len(tool_starts) == info.record.n_turns - 1                  # no answer after the last call
+        assert float(batch.rewards[b]) == float(info.record.passed)
         assert render_episode(info, float(batch.rewards[b])).startswith("reward")
 
 
@@ -55,7 +65,9 @@ def test_scripted_episode_encoding_matches_the_collected_layout(tok):
     policy = [i for i, o in zip(ids, owner) if o == POLICY]
     assert tok.decode(policy) == " ".join(episode.calls)
     assert tok.decode(ids).startswith("<start> Issue : clamp")
-    batch = collate([(ids, owner)], [episode.reward], tok.pad_id, info=[episode.info])
+    log = EpisodeLog(episode.prompt, calls=list(episode.calls), observations=list(episode.observations),
+                     info=dict(episode.info))
+    batch = collate([(ids, owner)], [episode.reward], tok.pad_id, info=[log])
     stats = episode_stats(batch)
     assert stats == {"reward": 1.0, "pass_rate": 1.0, "valid_calls": 1.0, "submit_rate": 1.0, "turns": 4.0,
                      "action_tokens": 13.0}
@@ -81,24 +93,22 @@ def test_finished_rows_leave_the_batch(cloned_agent, tok):
         batch = play(cloned_agent, tok, 8, seed=6)
     finally:
         hook.remove()
-    turns = [info["n_turns"] for info in batch.info]
+    turns = [len(log.calls) for log in batch.info]
     assert min(turns) < max(turns)
     assert seen[0] == 8 and min(seen) < 8
 
 
-def test_format_penalty_sits_on_each_invalid_calls_last_token_not_in_the_score(cloned_agent, tok):
-    tasks = make_tasks("train")
-    picked = [tasks[i % len(tasks)] for i in range(24)]
-    batch = collect_episodes(TinyAgentPolicy(cloned_agent), [BugFixEnv(tasks, format_penalty=0.5) for _ in picked],
-                             tok, torch.Generator().manual_seed(5), tasks=picked, max_call_tokens=6)
-    plain = collect_episodes(TinyAgentPolicy(cloned_agent), [BugFixEnv(tasks) for _ in picked], tok,
-                             torch.Generator().manual_seed(5), tasks=picked, max_call_tokens=6)
+def test_a_format_cost_sits_on_each_malformed_calls_last_token_not_in_the_score(cloned_agent, tok):
+    plain = play(cloned_agent, tok, 24, seed=5)
+    batch = format_costs(plain, 0.5)
     assert torch.equal(batch.ids, plain.ids) and torch.equal(batch.rewards, plain.rewards)
-    assert sum(i["n_invalid"] for i in batch.info) > 0 and plain.token_rewards is None
-    for b, info in enumerate(batch.info):
+    assert sum(log.record.n_invalid for log in batch.info) > 0 and plain.token_rewards is None
+    assert format_costs(plain, 0.0) is plain
+    for b, log in enumerate(batch.info):
         owner = batch.owner[b]
         last_of_call = [t for t in range(len(owner)) if owner[t] == POLICY and (t + 1 == len(owner)
                                                                                or owner[t + 1] != POLICY)]
+        assert last_of_call == log.call_ends
         costs = batch.token_rewards[b, last_of_call]
-        assert costs.tolist() == [-0.5 if parse_call(call) is None else 0.0 for call in info["actions"]]
-        assert float(batch.token_rewards[b].sum()) == -0.5 * info["n_invalid"]
+        assert costs.tolist() == [-0.5 if parse_call(call) is None else 0.0 for call in log.calls]
+        assert float(batch.token_rewards[b].sum()) == -0.5 * log.record.n_invalid

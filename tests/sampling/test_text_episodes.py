@@ -17,13 +17,9 @@ from pglab.envs.text import BugFixText, check_step, env_factory  # noqa: E402
 from pglab.models import HFPolicy  # noqa: E402
 from pglab.models.default_lm import train_tokenizer  # noqa: E402
 from pglab.models.tokenizer import environment_texts  # noqa: E402
+from pglab.sampling.episodes import EpisodeLog, collect_episodes, episode_stats  # noqa: E402
 from pglab.sampling.scoring import sequence_log_probs  # noqa: E402
-from pglab.sampling.text_episodes import (  # noqa: E402
-    TextLayout,
-    collect_text_episodes,
-    encode_text_episode,
-    text_episode_stats,
-)
+from pglab.sampling.text_episodes import TextLayout, encode_text_episode  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -48,16 +44,16 @@ def agent(bpe):
 
 def play(agent, bpe, n=6, seed=0, **options):
     seeds = [i // 2 for i in range(n)]                               # groups of two episodes per task
-    return collect_text_episodes(HFPolicy(agent, pad_id=bpe.eos_token_id), TextLayout(bpe, max_obs_tokens=48),
-                                 [BugFixText("train") for _ in seeds], seeds, torch.Generator().manual_seed(seed),
-                                 max_call_tokens=12, **options)
+    layout = TextLayout(bpe, max_obs_tokens=48, max_call_tokens=12)
+    return collect_episodes(HFPolicy(agent, pad_id=bpe.eos_token_id), layout, [BugFixText("train") for _ in seeds],
+                            seeds, torch.Generator().manual_seed(seed), **options)
 
 
-def sampled_ids_are_scored(ids: torch.Tensor, owner: torch.Tensor, info: list[dict]) -> bool:
+def sampled_ids_are_scored(ids: torch.Tensor, owner: torch.Tensor, info: list[EpisodeLog]) -> bool:
     """The invariant: row b's policy-owned ids are exactly the ids sampled in its calls, in order."""
     for b, row in enumerate(info):
         policy_ids = ids[b][owner[b] == POLICY].tolist()
-        if policy_ids != [t for call in row["call_ids"] for t in call]:
+        if policy_ids != [t for call in row.call_ids for t in call]:
             return False
     return True
 
@@ -94,13 +90,13 @@ def test_the_ids_scored_are_the_ids_sampled_and_retokenising_breaks_it(agent, bp
 def test_stopping_rules_are_recorded(agent, bpe):
     batch = play(agent, bpe, n=4, seed=1)
     for row in batch.info:
-        assert len(row["stops"]) == len(row["calls"]) == row["n_turns"]
-        assert set(row["stops"]) <= {"closing", "cap", "eos"} and row["end"] in ("env", "eos", "turns", "length")
-        for stop, ids in zip(row["stops"], row["call_ids"]):
+        assert len(row.stops) == len(row.calls) == row.record.n_turns
+        assert set(row.stops) <= {"closing", "cap", "eos"} and row.end in ("env", "eos", "turns", "length")
+        for stop, ids in zip(row.stops, row.call_ids):
             assert (stop == "cap") == (len(ids) == 12 and "</call>" not in bpe.decode(ids) and bpe.eos_token_id
                                        not in ids)
             assert (stop == "eos") == (ids[-1] == bpe.eos_token_id)
-    stats = text_episode_stats(batch)
+    stats = episode_stats(batch, call_stops=True)
     assert 0 <= stats["valid_calls"] <= 1 and stats["closed_calls"] + stats["capped_calls"] <= 1
 
 
@@ -131,15 +127,18 @@ def test_user_environments_are_checked(tmp_path, monkeypatch):
         env_factory("badenv")
 
 
-def test_a_format_penalty_sits_on_the_malformed_call_not_in_the_score(agent, bpe):
+def test_a_format_cost_sits_on_the_malformed_call_not_in_the_score(agent, bpe):
+    from pglab.trainers.tinyagent import format_costs
+
     seeds = [0, 0, 1, 1]
-    batch = collect_text_episodes(HFPolicy(agent, pad_id=bpe.eos_token_id), TextLayout(bpe, max_obs_tokens=32),
-                                  [BugFixText("train", format_penalty=0.5) for _ in seeds], seeds,
-                                  torch.Generator().manual_seed(3), max_call_tokens=8)
-    invalid = sum(row["n_invalid"] for row in batch.info)
+    layout = TextLayout(bpe, max_obs_tokens=32, max_call_tokens=8)
+    plain = collect_episodes(HFPolicy(agent, pad_id=bpe.eos_token_id), layout, [BugFixText("train") for _ in seeds],
+                             seeds, torch.Generator().manual_seed(3))
+    batch = format_costs(plain, 0.5)
+    invalid = sum(row.record.n_invalid for row in batch.info)
     assert invalid > 0, "the random agent wrote no malformed call: the test lost its point"
     assert batch.token_rewards is not None and float(batch.token_rewards.sum()) == -0.5 * invalid
     placed = batch.token_rewards.nonzero()
     assert bool((batch.action_mask[placed[:, 0], placed[:, 1]] == 1).all())          # on the calls' own tokens
     for b, row in enumerate(batch.info):
-        assert float(batch.rewards[b]) == float(row["submitted"] and row["hidden_pass"])   # the score is unshaped
+        assert float(batch.rewards[b]) == float(row.record.passed)                  # the score is unshaped

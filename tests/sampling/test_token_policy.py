@@ -5,9 +5,10 @@ import torch
 
 pytest.importorskip("transformers")
 
-from pglab.envs.bugfix import BugFixEnv, make_tasks  # noqa: E402
+from pglab.envs.bugfix import make_tasks  # noqa: E402
+from pglab.envs.text import BugFixText  # noqa: E402
 from pglab.models import HFPolicy, TinyAgentPolicy, as_policy  # noqa: E402
-from pglab.sampling.episodes import collect_episodes, episode_stats  # noqa: E402
+from pglab.sampling.episodes import WordLayout, collect_episodes, episode_stats  # noqa: E402
 from pglab.sampling.scoring import sequence_log_probs  # noqa: E402
 from pglab.trainers.update import UpdateSpec, pg_update  # noqa: E402
 
@@ -27,9 +28,9 @@ def gpt2(tok):
 
 def play(policy, tok, n=8, seed=0):
     tasks = make_tasks("train")[:4]
-    picked = [tasks[i % len(tasks)] for i in range(n)]
-    return collect_episodes(policy, [BugFixEnv(tasks) for _ in picked], tok, torch.Generator().manual_seed(seed),
-                            tasks=picked, max_call_tokens=4, max_obs_tokens=12)
+    picked = [i % len(tasks) for i in range(n)]
+    return collect_episodes(policy, WordLayout(tok, max_call_tokens=4, max_obs_tokens=12),
+                            [BugFixText(tasks) for _ in picked], picked, torch.Generator().manual_seed(seed))
 
 
 def test_hf_gpt2_plays_bugfix_through_the_collector_with_its_kv_cache(gpt2, tok):

@@ -11,7 +11,8 @@ pytest.importorskip("transformers")
 
 from pglab.models import HFPolicy  # noqa: E402
 from pglab.models.default_lm import save_random_gpt2  # noqa: E402
-from pglab.sampling.text_episodes import TextLayout, collect_text_episodes  # noqa: E402
+from pglab.sampling.episodes import collect_episodes  # noqa: E402
+from pglab.sampling.text_episodes import TextLayout  # noqa: E402
 from pglab.trainers.update import UpdateSpec, pg_update  # noqa: E402
 from support.ddp import on_two_ranks, torchrun, torchrun_command  # noqa: E402
 
@@ -40,8 +41,8 @@ def _load(folder):
 def _episodes(model, tokenizer):
     """The same 4 groups of 2 variable-length episodes in every process (one generator seed)."""
     seeds = [s for s in (3, 14, 15, 92) for _ in range(GROUP)]
-    batch = collect_text_episodes(HFPolicy(model, pad_id=tokenizer.eos_token_id), TextLayout(tokenizer),
-                                  [Echo() for _ in seeds], seeds, torch.Generator().manual_seed(0), max_call_tokens=5)
+    batch = collect_episodes(HFPolicy(model, pad_id=tokenizer.eos_token_id), TextLayout(tokenizer, max_call_tokens=5),
+                             [Echo() for _ in seeds], seeds, torch.Generator().manual_seed(0))
     batch.rewards = batch.rewards + torch.arange(len(seeds)) % 3 / 4   # distinct scores within groups
     return batch
 

@@ -115,7 +115,7 @@ def book_claims(result: Result, trained: dict, levels: dict[str, dict[str, float
     """The trained agent against agents-ch6 §6.7 on each split: valid calls, submit rate, turns, held-out pass."""
     for split in SPLITS:
         book, info = BOOK_TRAINED[split], trained["after"][split].info
-        n, calls = len(info), sum(i["n_turns"] for i in info)
+        n, calls = len(info), sum(len(log.calls) for log in info)
         stats = episode_stats(trained["after"][split])
         floor, se = valid_calls_floor(split, stats["valid_calls"], calls)
         result.check_range(f"trained valid calls ({split}) no lower than the book's {book['valid_calls']}",
@@ -128,7 +128,7 @@ def book_claims(result: Result, trained: dict, levels: dict[str, dict[str, float
         result.check_close(f"trained submit rate ({split}) near the book's {q}", p, q, 2 * se,
                            tolerance=f"2 se: binomial over {n} and {book['episodes']} episodes and the sd over "
                                      f"seeds ({SD_OVER_SEEDS[split]['submit_rate']:.3f}); se = {se:.3f}")
-        turns = [i["n_turns"] for i in info]
+        turns = [len(log.calls) for log in info]
         sd = float(np.std(turns, ddof=1))
         se = math.sqrt(sd ** 2 * (1 / n + 1 / book["episodes"]) + SD_OVER_SEEDS[split]["turns"] ** 2)
         result.check_close(f"trained turns per episode ({split}) near the book's {book['turns']}", stats["turns"],

@@ -15,7 +15,7 @@ from pathlib import Path
 from pglab.envs.bugfix import make_tasks
 from pglab.reporting.plots import new_figure
 from pglab.reporting.result import Result, provenance
-from pglab.sampling.text_episodes import text_episode_stats
+from pglab.sampling.episodes import episode_stats
 from pglab.trainers.agent_config import AgentConfig
 from pglab.trainers.hf_agent import train_agent
 from pglab.trainers.tinyagent import SPLITS, behaviour, learning_curve, sample_transcripts, scripted_levels
@@ -37,7 +37,7 @@ def report(cfg: AgentConfig, quick: bool, before: dict, after: dict, run: dict, 
     result.summary = (f"{cfg.model} agent in {cfg.env}: {cfg.steps} steps of {cfg.episodes_per_step} episodes, "
                       f"advantage {cfg.advantage}, beta {cfg.beta:g}, seed {cfg.seed}; the base and the trained "
                       "policy measured on both splits with the same draws.")
-    result.tables["before_after"] = [{"agent": agent, "split": split, **text_episode_stats(batches[split])}
+    result.tables["before_after"] = [{"agent": agent, "split": split, **episode_stats(batches[split], call_stops=True)}
                                      for split in SPLITS for agent, batches in (("base", before), ("trained", after))]
     if cfg.env == "bugfix":
         found = {split: behaviour(after[split], make_tasks(split)) for split in SPLITS}

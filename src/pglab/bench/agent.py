@@ -22,20 +22,21 @@ DEMO_SECONDS = 60.0
 
 def episode_seconds(use_cache: bool, batch: int, seed: int) -> tuple[float, torch.Tensor]:
     """(seconds, ids) of ``batch`` base-agent episodes collected in lockstep, cycling over the training tasks."""
-    from pglab.envs.bugfix import BugFixEnv, make_tasks
+    from pglab.envs.bugfix import make_tasks
+    from pglab.envs.text import BugFixText
     from pglab.models import TinyAgentPolicy, build_tokenizer
-    from pglab.sampling.episodes import collect_episodes
+    from pglab.sampling.episodes import WordLayout, collect_episodes
     from pglab.trainers.cloning import make_base_agent
 
     with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))
         model = make_base_agent(tokenizer)
         tasks = make_tasks("train")
-        picked = [tasks[i % len(tasks)] for i in range(batch)]
-        envs = [BugFixEnv(tasks) for _ in picked]
+        picked = [i % len(tasks) for i in range(batch)]
+        envs = [BugFixText(tasks) for _ in picked]
         start = time.perf_counter()
-        episodes = collect_episodes(TinyAgentPolicy(model, use_cache=use_cache), envs, tokenizer,
-                                    torch.Generator().manual_seed(seed), tasks=picked)
+        episodes = collect_episodes(TinyAgentPolicy(model, use_cache=use_cache), WordLayout(tokenizer), envs, picked,
+                                    torch.Generator().manual_seed(seed))
         return time.perf_counter() - start, episodes.ids
 
 

@@ -56,7 +56,7 @@ class BugFixText:
     """BugFixEnv in the text-turn protocol: ``reset(seed)`` poses task ``seed % len(tasks)`` of the split."""
 
     def __init__(self, tasks: str | Sequence[Task] = "train", **options: Any):
-        """``options`` are BugFixEnv's (budget, allow_write, format_penalty, ...)."""
+        """``options`` are BugFixEnv's (budget, allow_write, grader, ...)."""
         self.tasks = make_tasks(tasks) if isinstance(tasks, str) else list(tasks)
         self.env = BugFixEnv(self.tasks, **options)
 
@@ -79,7 +79,7 @@ def env_factory(spec: str) -> Callable[..., TextTurnEnv]:
     """``bugfix`` or ``module:factory`` -> a function from a split (train | heldout) to a fresh environment.
 
     A user's factory takes no argument or one (the split); the current folder is on the import path.
-    For ``bugfix`` the function also takes BugFixEnv's options (``format_penalty=...``).
+    For ``bugfix`` the function also takes BugFixEnv's options (``budget=...``).
     """
     if spec == "bugfix":
         return lambda split, **options: BugFixText(split, **options)

@@ -47,7 +47,6 @@ class Config:
 
 def run(config: Config, result: Result) -> None:
     from pglab.sampling.episodes import episode_stats
-    from pglab.sampling.text_episodes import text_episode_stats
     from pglab.trainers.agent_config import AgentConfig
     from pglab.trainers.hf_agent import train_agent
     from pglab.trainers.tinyagent import learning_curve, scripted_levels, train_from_base
@@ -66,8 +65,8 @@ def run(config: Config, result: Result) -> None:
                                progress=False)
         found = {"seed": seed, "hf_seconds": hf["run"]["seconds"], "tiny_seconds": tiny["run"]["seconds"]}
         for split in SPLIT_TASKS:
-            for agent, stats in (("base", text_episode_stats(hf["before"][split])),
-                                 ("trained", text_episode_stats(hf["after"][split])),
+            for agent, stats in (("base", episode_stats(hf["before"][split])),
+                                 ("trained", episode_stats(hf["after"][split])),
                                  ("tinyagent base", episode_stats(tiny["before"][split])),
                                  ("tinyagent trained", episode_stats(tiny["after"][split]))):
                 rows.append({"seed": seed, "agent": agent, "split": split, **{key: stats[key] for key in (

@@ -85,9 +85,9 @@ def measure(seed: int, config: Config) -> dict:
                          for name, p in model.named_parameters() if p.requires_grad])           # [P]
     rewards = probe.rewards.double()
     task_mean = {}
-    for info, r in zip(other.info, other.rewards.tolist()):
-        task_mean.setdefault(info["task"], []).append(r)
-    per_task = torch.tensor([float(np.mean(task_mean[i["task"]])) for i in probe.info], dtype=torch.float64)
+    for log, r in zip(other.info, other.rewards.tolist()):
+        task_mean.setdefault(log.record.task, []).append(r)
+    per_task = torch.tensor([float(np.mean(task_mean[log.record.task])) for log in probe.info], dtype=torch.float64)
     b_star = float(optimal_constant_baseline(rewards, scores))
     named = {"none": 0.0, "mean reward": float(rewards.mean()), "b*": b_star, "per-task mean": per_task,
              "constant 0.5": 0.5, "constant 1.0": 1.0}
@@ -95,7 +95,7 @@ def measure(seed: int, config: Config) -> dict:
     success = rewards > 0
     norms = scores.pow(2).sum(-1)                                                  # |g_n|^2 [N]
     body = scores[:, ~in_head].pow(2).sum(-1)                                      # without the untied head
-    turns = torch.tensor([float(i["n_turns"]) for i in probe.info])
+    turns = torch.tensor([float(len(log.calls)) for log in probe.info])
     policy_tokens = (probe.owner == POLICY).sum(-1).double()                       # [N]
     p = float(rewards.mean())
 

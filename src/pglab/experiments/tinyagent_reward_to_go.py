@@ -80,12 +80,12 @@ def run(config: Config, result: Result) -> None:
     for row in rows:
         for key in ("_probe", "_to_go", "_total"):
             row.pop(key)
-    success = [b for b in range(probe.batch_size) if probe.rewards[b] > 0 and probe.info[b]["n_turns"] >= 3]
+    success = [b for b in range(probe.batch_size) if probe.rewards[b] > 0 and len(probe.info[b].calls) >= 3]
     b = success[0] if success else int(torch.argmax(probe.rewards))
     starts = call_starts(probe.action_mask)[b].nonzero().flatten().tolist()
     result.tables["one_episode"] = [
         {"call": call_name(action), "reward_to_go_at_first_token": float(to_go[b, j]),
-         "total_return": float(total[b])} for action, j in zip(probe.info[b]["actions"], starts)]
+         "total_return": float(total[b])} for action, j in zip(probe.info[b].calls, starts)]
     result.tables["variance"] = rows + [{"seed": "book", "variance_total_return": BOOK["total"],
                                           "variance_reward_to_go": BOOK["to_go"], "reduction": BOOK["reduction"]}]
     reductions = [row["reduction"] for row in rows]

@@ -1,29 +1,64 @@
-"""Multi-turn tool episodes as token sequences: the layout, the lockstep episode collector, statistics.
+"""Multi-turn tool episodes as token sequences: the one lockstep collector over a layout, TinyAgent's word
+layout, the episode log, statistics.
 
-An episode is laid out as ``<start> prompt`` (owner prompt), then for each call the call's words
-(owner policy) followed, unless the call ended the episode, by ``<obs> answer </obs>`` (owner tool;
-the answer is cut to ``max_obs_tokens`` words). Scripted demonstrations (:func:`encode_episode`)
-and the policy's own episodes (:func:`collect_episodes`, through any :class:`TokenPolicy`) use
-this same layout.
+A layout says how an episode becomes token ids: the prompt's ids, where a sampled call ends, the
+call's text, and the ids appended after it (the environment's observation). Two layouts exist:
+:class:`WordLayout` (TinyAgent's words: ``<start> prompt``, each call's words, ``<obs> answer </obs>``)
+and :class:`~pglab.sampling.text_episodes.TextLayout` (a Hugging Face tokenizer's text, with or
+without a chat template). :func:`collect_episodes` plays a batch of episodes of any text-turn
+environment (:mod:`pglab.envs.text`) in lockstep through either. The ids the update scores are
+exactly the ids the policy sampled: observations are tokenised on their own and appended as ids,
+the transcript is never decoded and tokenised again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
 
 from pglab.batch import POLICY, PROMPT, TOOL, TokenBatch
-from pglab.envs.bugfix import BugFixEnv, Episode, Task, parse_call
-from pglab.models.policy import TokenPolicy, as_policy
+from pglab.envs.bugfix import Episode, EpisodeRecord, parse_call
+from pglab.envs.text import TextTurnEnv, check_step
+from pglab.models.policy import Prefixes, TokenPolicy, as_policy
 from pglab.models.tokenizer import Tokenizer
 
 MAX_CALL_TOKENS = 8
 """Default cap on the words of one call (the longest valid call has 4)."""
 MAX_OBS_TOKENS = 64
 """Default cap on the words of one tool answer (a ``read`` of the longest source has about 60)."""
+MAX_TURNS = 16
+"""Default cap on the calls of one episode (BugFixEnv's budget, 6, ends its episodes first)."""
+
+
+class Layout(Protocol):
+    """How an episode becomes token ids, for :func:`collect_episodes`."""
+
+    max_call_tokens: int
+    """The most tokens one call may take."""
+    pad_id: int
+    """The id that right-pads a batch."""
+    tool_role: str
+    """The role of an observation in the conversation (``tool``, or ``user`` for a template without one)."""
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """The ids before the first call."""
+        ...
+
+    def call_stop(self, ids: list[int]) -> str | None:
+        """Why the call ``ids`` (sampled so far) ends: closing, eos or cap; None while it goes on."""
+        ...
+
+    def call_text(self, ids: list[int]) -> str:
+        """The text of a sampled call, as the environment receives it."""
+        ...
+
+    def observation_ids(self, messages: list[dict], call: str, observation: str) -> list[int]:
+        """The ids appended after the call ``call`` (``messages``: the conversation before it)."""
+        ...
 
 
 def prompt_tokens(tokenizer: Tokenizer, text: str) -> list[int]:
@@ -36,9 +71,36 @@ def tool_tokens(tokenizer: Tokenizer, text: str, max_obs_tokens: int = MAX_OBS_T
     return [tokenizer.obs_id, *tokenizer.encode(text)[:max_obs_tokens], tokenizer.end_obs_id]
 
 
+class WordLayout:
+    """TinyAgent's layout: ``<start> prompt`` (owner prompt), each call's words (owner policy), and after every
+    call but the last ``<obs> answer </obs>`` (owner tool; the answer cut to ``max_obs_tokens`` words)."""
+
+    tool_role = "tool"
+
+    def __init__(self, tokenizer: Tokenizer, max_call_tokens: int = MAX_CALL_TOKENS,
+                 max_obs_tokens: int = MAX_OBS_TOKENS):
+        self.tokenizer, self.max_call_tokens, self.max_obs_tokens = tokenizer, max_call_tokens, max_obs_tokens
+        self.pad_id = tokenizer.pad_id
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        return prompt_tokens(self.tokenizer, prompt)
+
+    def call_stop(self, ids: list[int]) -> str | None:
+        """closing at ``</call>``, cap at max_call_tokens words."""
+        if ids[-1] == self.tokenizer.end_call_id:
+            return "closing"
+        return "cap" if len(ids) >= self.max_call_tokens else None
+
+    def call_text(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids)
+
+    def observation_ids(self, messages: list[dict], call: str, observation: str) -> list[int]:
+        return tool_tokens(self.tokenizer, observation, self.max_obs_tokens)
+
+
 def encode_episode(tokenizer: Tokenizer, episode: Episode,
                    max_obs_tokens: int = MAX_OBS_TOKENS) -> tuple[list[int], list[int]]:
-    """A played (e.g. scripted) episode -> (ids, owner) in the episode layout."""
+    """A played (e.g. scripted) episode -> (ids, owner) in the word layout."""
     ids = prompt_tokens(tokenizer, episode.prompt)
     owner = [PROMPT] * len(ids)
     for k, (call, observation) in enumerate(zip(episode.calls, episode.observations)):
@@ -52,14 +114,60 @@ def encode_episode(tokenizer: Tokenizer, episode: Episode,
     return ids, owner
 
 
+@dataclass
+class EpisodeLog:
+    """What happened in one collected episode; ``TokenBatch.info`` holds one per row."""
+
+    prompt: str
+    """The first observation (the task)."""
+    calls: list[str] = field(default_factory=list)
+    """Each call's text, as the environment received it."""
+    call_ids: list[list[int]] = field(default_factory=list)
+    """Each call's sampled ids."""
+    stops: list[str] = field(default_factory=list)
+    """How each call ended: closing (the layout's closing token or text), cap (max_call_tokens) or eos."""
+    call_ends: list[int] = field(default_factory=list)
+    """Each call's last position in the row (where a trainer puts a cost of the call itself)."""
+    observations: list[str] = field(default_factory=list)
+    """The environment's answer to each call."""
+    end: str | None = None
+    """How the episode ended: env (done), eos, turns (max_turns) or length (the policy's max_length)."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """The environment's info, merged over the episode's steps."""
+
+    @property
+    def record(self) -> EpisodeRecord | None:
+        """BugFixEnv's typed record of the episode; None for another environment."""
+        return EpisodeRecord.of(self.info)
+
+
+@dataclass
+class _Playing:
+    """One episode being played: its ids, owners and sampling log-probs so far, its log and conversation."""
+
+    ids: list[int]
+    """Every id of the row so far."""
+    owner: list[int]
+    """The owner of each id (PROMPT, POLICY, TOOL)."""
+    logp: list[float]
+    """The sampling log-probability of each id (0 off the policy's)."""
+    log: EpisodeLog
+    """What has happened."""
+    messages: list[dict]
+    """The conversation so far (what a chat template renders)."""
+    reward: float = 0.0
+    """The sum of the step rewards so far."""
+
+    def append(self, ids: list[int], owner: int, logp: list[float] | None = None) -> None:
+        self.ids += ids
+        self.owner += [owner] * len(ids)
+        self.logp += logp if logp is not None else [0.0] * len(ids)
+
+
 def collate(sequences: Sequence[tuple[list[int], list[int]]], rewards: Sequence[float], pad_id: int, *,
             group: Sequence[int] | None = None, logp: Sequence[list[float]] | None = None,
-            info: list[dict[str, Any]] | None = None,
-            token_rewards: Sequence[dict[int, float]] | None = None) -> TokenBatch:
-    """(ids, owner) lists of B episodes -> a right-padded TokenBatch; action_mask = (owner == policy).
-
-    ``token_rewards[b]`` maps positions of row b to rewards (the batch's ``token_rewards`` [B, T]).
-    """
+            info: list[Any] | None = None) -> TokenBatch:
+    """(ids, owner) lists of B episodes -> a right-padded TokenBatch; action_mask = (owner == policy)."""
     B, T = len(sequences), max(len(ids) for ids, _ in sequences)
     ids = torch.full((B, T), pad_id, dtype=torch.long)
     owner = torch.zeros((B, T), dtype=torch.long)
@@ -69,16 +177,10 @@ def collate(sequences: Sequence[tuple[list[int], list[int]]], rewards: Sequence[
         owner[b, : len(row_owner)] = torch.tensor(row_owner)
         if logp_old is not None:
             logp_old[b, : len(logp[b])] = torch.tensor(logp[b])
-    placed = None
-    if token_rewards is not None:
-        placed = torch.zeros((B, T))
-        for b, row in enumerate(token_rewards):
-            for t, r in row.items():
-                placed[b, t] += r
     return TokenBatch(ids=ids, attention_mask=(owner != 0).long(), action_mask=(owner == POLICY).float(),
                       owner=owner, group=torch.as_tensor(list(group) if group is not None else range(B)),
-                      rewards=torch.as_tensor(list(rewards), dtype=torch.float32), token_rewards=placed,
-                      logp_old=logp_old, info=info or [])
+                      rewards=torch.as_tensor(list(rewards), dtype=torch.float32), logp_old=logp_old,
+                      info=info or [])
 
 
 def sample_tokens(logits: torch.Tensor, generator: torch.Generator,
@@ -89,99 +191,122 @@ def sample_tokens(logits: torch.Tensor, generator: torch.Generator,
     return tokens.tolist(), logp.gather(1, tokens[:, None])[:, 0].tolist()
 
 
-@torch.no_grad()
-def collect_episodes(policy: TokenPolicy | torch.nn.Module, envs: Sequence[BugFixEnv], tokenizer: Tokenizer,
-                     generator: torch.Generator, *, tasks: Sequence[Task | str] | None = None,
-                     max_call_tokens: int = MAX_CALL_TOKENS, max_obs_tokens: int = MAX_OBS_TOKENS,
-                     temperature: float = 1.0) -> TokenBatch:
-    """Play one episode in every env, all in lockstep, sampling calls from ``policy`` -> TokenBatch [B, T].
+def sample_calls(prefixes: Prefixes, logits: torch.Tensor, layout: Layout, rows: list[int],
+                 generator: torch.Generator, temperature: float) -> dict[int, tuple[list[int], list[float], str]]:
+    """Every row writes one call, token by token, in lockstep -> {row: (ids, log-probs, stop)}.
 
-    Env b is reset on ``tasks[b]`` (else on a task drawn by its own RNG). Each turn, every running
-    episode samples one call, token by token, until ``</call>`` or ``max_call_tokens``; the envs
-    answer, and the answers of the episodes that go on are prefilled together. The policy's
-    incremental decoding (:meth:`TokenPolicy.prefixes`, a KV cache) holds every prefix, and
-    finished rows leave it. ``logp_old`` holds the sampling log-probabilities; ``info[b]`` the
-    env's final info, the prompt and the answers. ``rewards`` [B] are the episodes' scores; the
-    part of a step's reward that is a cost of the call itself (``info["format_cost"]``, the env's
-    format penalty) is kept out of them and placed on the call's last token in ``token_rewards``
-    [B, T] (None when no call cost anything), so that it reaches that call and the ones before it
-    as reward-to-go, past any baseline.
+    ``logits`` [len(rows), V] are the next-token logits of each row; the last token of each call
+    is not fed to ``prefixes``.
+    """
+    ids: dict[int, list[int]] = {e: [] for e in rows}
+    logps: dict[int, list[float]] = {e: [] for e in rows}
+    stops: dict[int, str] = {}
+    writing = list(rows)
+    while writing:
+        tokens, token_logps = sample_tokens(logits.cpu(), generator, temperature)
+        for e, t, lp in zip(writing, tokens, token_logps):
+            ids[e].append(t)
+            logps[e].append(lp)
+            stop = layout.call_stop(ids[e])
+            if stop is not None:
+                stops[e] = stop
+        writing = [e for e in writing if e not in stops]
+        if writing:
+            logits = prefixes.extend(writing, [[ids[e][-1]] for e in writing])
+    return {e: (ids[e], logps[e], stops[e]) for e in rows}
+
+
+def play_call(episode: _Playing, env: TextTurnEnv, layout: Layout, call: tuple[list[int], list[float], str],
+              max_turns: int) -> bool:
+    """Append the sampled ``call`` (ids, log-probs, stop), step ``env`` with its text, and append the answer
+    when the episode goes on -> whether it goes on."""
+    ids, logps, stop = call
+    text, log = layout.call_text(ids), episode.log
+    episode.append(ids, POLICY, logps)
+    log.calls.append(text)
+    log.call_ids.append(list(ids))
+    log.stops.append(stop)
+    log.call_ends.append(len(episode.ids) - 1)
+    observation, reward, done, info = check_step(env.step(text), f"{type(env).__name__}.step")
+    episode.reward += reward
+    log.info.update(info)
+    log.observations.append(observation)
+    if done or stop == "eos" or len(log.calls) >= max_turns:
+        log.end = "env" if done else "eos" if stop == "eos" else "turns"
+        return False
+    episode.append(layout.observation_ids(episode.messages, text, observation), TOOL)
+    episode.messages += [{"role": "assistant", "content": text}, {"role": layout.tool_role, "content": observation}]
+    return True
+
+
+@torch.no_grad()
+def collect_episodes(policy: TokenPolicy | torch.nn.Module, layout: Layout, envs: Sequence[TextTurnEnv],
+                     seeds: Sequence[int], generator: torch.Generator, *, max_turns: int = MAX_TURNS,
+                     temperature: float = 1.0, group: Sequence[int] | None = None) -> TokenBatch:
+    """One episode in every env (env b reset with ``seeds[b]``), all in lockstep -> TokenBatch [B, T].
+
+    Each turn every running episode samples one call, token by token, until the layout says it
+    ends (:meth:`Layout.call_stop`); the environments answer, and the answers of the episodes that
+    go on are prefilled together. The policy's incremental decoding (:meth:`TokenPolicy.prefixes`,
+    a KV cache) holds every prefix, and finished rows leave it. An episode ends when its
+    environment says done, at a call that ended with end-of-text (after the environment answered
+    it), after ``max_turns`` calls, or when one more call might not fit the policy's max_length.
+    ``rewards`` [B] are the sums of each episode's step rewards; ``logp_old`` holds the sampling
+    log-probabilities; ``info[b]`` the :class:`EpisodeLog`. Rows with equal seeds share a group
+    unless ``group`` is given.
     """
     policy = as_policy(policy)
-    model = policy.module
-    was_training = model.training
-    model.eval()
-    n = len(envs)
-    prompts = [env.reset(options=None if tasks is None else {"task": tasks[b]})[0] for b, env in enumerate(envs)]
-    sequences = [prompt_tokens(tokenizer, p) for p in prompts]
-    owners = [[PROMPT] * len(s) for s in sequences]
-    logps = [[0.0] * len(s) for s in sequences]
-    longest = max(map(len, sequences)) + max(env.budget for env in envs) * (max_call_tokens + max_obs_tokens + 2)
-    if policy.max_length is not None and longest > policy.max_length:
-        raise ValueError(f"episodes may reach {longest} tokens but the policy takes {policy.max_length}; "
-                         "lower max_obs_tokens or max_call_tokens, or use a model with more positions")
-    prefixes = policy.prefixes(sequences)
-    infos: list[dict[str, Any]] = [{} for _ in range(n)]
-    answers: list[list[str]] = [[] for _ in range(n)]
-    rewards = [0.0] * n
-    costs: list[dict[int, float]] = [{} for _ in range(n)]
-    alive = list(range(n))
-    last = prefixes.extend(alive, sequences)
+    was_training = policy.module.training
+    policy.module.eval()
+    episodes = []
+    for env, seed in zip(envs, seeds):
+        prompt = env.reset(int(seed))
+        ids = layout.prompt_ids(prompt)
+        episodes.append(_Playing(list(ids), [PROMPT] * len(ids), [0.0] * len(ids), EpisodeLog(prompt),
+                                 [{"role": "user", "content": prompt}]))
+    prefixes = policy.prefixes([e.ids for e in episodes])
+    alive = list(range(len(episodes)))
+    logits = prefixes.extend(alive, [e.ids for e in episodes])
     while alive:
-        calls: dict[int, list[int]] = {e: [] for e in alive}
-        writing, logits = list(alive), last
-        for k in range(max_call_tokens):
-            tokens, token_logps = sample_tokens(logits, generator, temperature)
-            for e, t, lp in zip(writing, tokens, token_logps):
-                calls[e].append(t)
-                sequences[e].append(t)
-                owners[e].append(POLICY)
-                logps[e].append(lp)
-            going = [j for j, t in enumerate(tokens) if t != tokenizer.end_call_id]
-            if not going or k == max_call_tokens - 1:
-                break
-            writing = [writing[j] for j in going]
-            logits = prefixes.extend(writing, [[tokens[j]] for j in going])
-        going_on, chunks = [], []
-        for e in alive:
-            observation, reward, terminated, truncated, info = envs[e].step(tokenizer.decode(calls[e]))
-            answers[e].append(observation)
-            cost = info.get("format_cost", 0.0)
-            if cost:
-                costs[e][len(sequences[e]) - 1] = -cost
-            if terminated or truncated:
-                rewards[e], infos[e] = reward + cost, info
-                continue
-            answer = tool_tokens(tokenizer, observation, max_obs_tokens)
-            sequences[e] += answer
-            owners[e] += [TOOL] * len(answer)
-            logps[e] += [0.0] * len(answer)
-            going_on.append(e)
-            chunks.append([calls[e][-1], *answer])        # the call's last token is not in the cache yet
-        prefixes.keep(going_on)
-        alive = going_on
-        if alive:
-            last = prefixes.extend(alive, chunks)
-    model.train(was_training)
-    names = [info["task"] for info in infos]
-    group = [sorted(set(names)).index(name) for name in names]
-    info = [dict(i, prompt=p, observations=a) for i, p, a in zip(infos, prompts, answers)]
-    return collate(list(zip(sequences, owners)), rewards, tokenizer.pad_id, group=group, logp=logps, info=info,
-                   token_rewards=costs if any(costs) else None)
+        calls = sample_calls(prefixes, logits, layout, alive, generator, temperature)
+        going_on = [e for e in alive if play_call(episodes[e], envs[e], layout, calls[e], max_turns)]
+        for e in going_on:
+            if policy.max_length is not None and len(episodes[e].ids) + layout.max_call_tokens > policy.max_length:
+                episodes[e].log.end = "length"
+        alive = [e for e in going_on if episodes[e].log.end is None]
+        prefixes.keep(alive)
+        if alive:      # each row's call's last token is not in the cache yet: feed it with the answer
+            logits = prefixes.extend(alive, [episodes[e].ids[episodes[e].log.call_ends[-1]:] for e in alive])
+    policy.module.train(was_training)
+    if group is None:
+        order = sorted(set(int(s) for s in seeds))
+        group = [order.index(int(s)) for s in seeds]
+    return collate([(e.ids, e.owner) for e in episodes], [e.reward for e in episodes], layout.pad_id, group=group,
+                   logp=[e.logp for e in episodes], info=[e.log for e in episodes])
 
 
-def episode_stats(batch: TokenBatch) -> dict[str, float]:
-    """Mean reward, pass rate, valid-call fraction, submit rate, turns and policy tokens per episode."""
-    info, n = batch.info, batch.batch_size
-    turns = sum(i["n_turns"] for i in info)
-    return {
-        "reward": float(batch.rewards.mean()),
-        "pass_rate": sum(bool(i["submitted"] and i["hidden_pass"]) for i in info) / n,
-        "valid_calls": 1 - sum(i["n_invalid"] for i in info) / turns,
-        "submit_rate": sum(bool(i["submitted"]) for i in info) / n,
-        "turns": turns / n,
-        "action_tokens": float(batch.action_mask.sum()) / n,
-    }
+def episode_stats(batch: TokenBatch, *, call_stops: bool = False) -> dict[str, float]:
+    """Mean reward, BugFixEnv's pass rate, valid-call fraction and submit rate (when every row is a BugFixEnv
+    episode), turns, and policy tokens per episode of a collected batch.
+
+    ``call_stops``: also the shares of calls closed by the layout's closing, cut at the cap, and of
+    episodes ended by end-of-text (what a text layout's settings are tuned by).
+    """
+    logs, n = batch.info, batch.batch_size
+    turns = sum(len(log.calls) for log in logs)
+    stats = {"reward": float(batch.rewards.mean())}
+    records = [log.record for log in logs]
+    if all(r is not None for r in records):
+        stats.update(pass_rate=sum(r.passed for r in records) / n,
+                     valid_calls=1 - sum(r.n_invalid for r in records) / turns,
+                     submit_rate=sum(r.submitted for r in records) / n)
+    stats["turns"] = turns / n
+    if call_stops:
+        stops = [s for log in logs for s in log.stops]
+        stats.update(closed_calls=stops.count("closing") / len(stops), capped_calls=stops.count("cap") / len(stops),
+                     eos_ends=sum(log.end == "eos" for log in logs) / n)
+    stats["action_tokens"] = float(batch.action_mask.sum()) / n
+    return stats
 
 
 def call_name(call: str) -> str:
@@ -190,16 +315,18 @@ def call_name(call: str) -> str:
     return (parsed[1] or parsed[0]) if parsed else "malformed"
 
 
-def render_episode(info: dict[str, Any], reward: float) -> str:
-    """One episode as text: the prompt, then each call with the tool's answer."""
-    lines = [f"reward {reward:g} | task {info['task']} | stop {info['stop']}", f"> {info['prompt']}"]
-    for call, answer in zip(info["actions"], info["observations"]):
+def render_episode(log: EpisodeLog, reward: float) -> str:
+    """One BugFixEnv episode as text: the prompt, then each call with the tool's answer."""
+    record = log.record
+    lines = [f"reward {reward:g} | task {record.task} | stop {record.stop}", f"> {log.prompt}"]
+    for call, answer in zip(log.calls, log.observations):
         lines.append(f"{call}")
         lines += [f"    {line}" for line in answer.splitlines()]
     return "\n".join(lines)
 
 
 __all__ = [
-    "MAX_CALL_TOKENS", "MAX_OBS_TOKENS", "call_name", "collate", "collect_episodes", "encode_episode", "episode_stats",
-    "prompt_tokens", "render_episode", "sample_tokens", "tool_tokens",
+    "MAX_CALL_TOKENS", "MAX_OBS_TOKENS", "MAX_TURNS", "EpisodeLog", "Layout", "WordLayout", "call_name", "collate",
+    "collect_episodes", "encode_episode", "episode_stats", "play_call", "prompt_tokens", "render_episode",
+    "sample_calls", "sample_tokens", "tool_tokens",
 ]

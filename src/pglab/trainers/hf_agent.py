@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +39,11 @@ from pglab.models.tokenizer import environment_texts
 from pglab.runtime.distributed import process_group, world, wrap
 from pglab.runtime.progress import track
 from pglab.runtime.threads import single_torch_thread
-from pglab.sampling.episodes import collate
-from pglab.sampling.text_episodes import TextLayout, collect_text_episodes, encode_text_episode, text_episode_stats
+from pglab.sampling.episodes import collate, collect_episodes, episode_stats
+from pglab.sampling.text_episodes import TextLayout, encode_text_episode
 from pglab.trainers.agent_config import DEFAULT_AGENT, QUICK, AgentConfig
 from pglab.trainers.cloning import behaviour_cloning
-from pglab.trainers.tinyagent import train_episodes
+from pglab.trainers.tinyagent import format_costs, train_episodes
 
 
 def bugfix_texts() -> list[str]:
@@ -129,18 +130,18 @@ def ensure_default_agent(size: str = "full", progress: bool = True) -> Path:
     return folder
 
 
-def text_collector(layout: TextLayout, make_env: Callable[..., TextTurnEnv], *, max_call_tokens: int,
+def text_collector(layout: TextLayout, make_env: Callable[[str], TextTurnEnv],
                    format_penalty: float = 0.0) -> Callable[[TokenPolicy, list, torch.Generator, bool], TokenBatch]:
     """The ``collect`` of ``train_episodes`` for keys (split, seed): one fresh environment per episode.
 
-    ``format_penalty`` (BugFixEnv only) costs each malformed call of a training episode.
+    ``format_penalty`` (BugFixEnv only) costs each malformed call of a training episode
+    (:func:`~pglab.trainers.tinyagent.format_costs`).
     """
-    options = {"format_penalty": format_penalty} if format_penalty else {}
 
     def collect(policy: TokenPolicy, keys: list, generator: torch.Generator, training: bool = False) -> TokenBatch:
-        envs = [make_env(split, **(options if training else {})) for split, _ in keys]
-        return collect_text_episodes(policy, layout, envs, [seed for _, seed in keys], generator,
-                                     max_call_tokens=max_call_tokens)
+        batch = collect_episodes(policy, layout, [make_env(split) for split, _ in keys], [seed for _, seed in keys],
+                                 generator)
+        return format_costs(batch, format_penalty) if training else batch
 
     return collect
 
@@ -191,9 +192,8 @@ def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resum
         model, tokenizer = load_agent(cfg, progress and world()[0] == 0)
         model.to(device)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id or 0
-        layout = TextLayout(tokenizer, max_obs_tokens=cfg.max_obs_tokens)
-        collect = text_collector(layout, make_env, max_call_tokens=cfg.max_call_tokens,
-                                 format_penalty=cfg.format_penalty if cfg.env == "bugfix" else 0.0)
+        layout = TextLayout(tokenizer, max_obs_tokens=cfg.max_obs_tokens, max_call_tokens=cfg.max_call_tokens)
+        collect = text_collector(layout, make_env, cfg.format_penalty if cfg.env == "bugfix" else 0.0)
         train_keys, heldout_keys = task_keys(cfg)
         measured = {"train": train_keys[:len(heldout_keys)] if cfg.env != "bugfix" else train_keys,
                     "heldout": heldout_keys}
@@ -210,7 +210,7 @@ def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resum
         reference = HFPolicy(copy.deepcopy(model).requires_grad_(False), pad_id=pad) if cfg.beta > 0 else None
         headline = "pass_rate" if cfg.env == "bugfix" else "reward"
         run = train_episodes(HFPolicy(wrap(model, device), pad_id=pad), collect, train_keys, heldout_keys,
-                             stats=text_episode_stats, headline=headline, steps=cfg.steps,
+                             stats=partial(episode_stats, call_stops=True), headline=headline, steps=cfg.steps,
                              batch_size=cfg.episodes_per_step, lr=cfg.learning_rate, advantage=cfg.advantage,
                              group_size=cfg.group_size, reference=reference, beta=cfg.beta,
                              eval_every=cfg.eval_every, eval_per_task=cfg.eval_per_task, seed=cfg.seed, out=out,

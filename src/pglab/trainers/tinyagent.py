@@ -10,6 +10,8 @@ generator, so a resumed run reproduces the uninterrupted one bit for bit on CPU.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -20,7 +22,8 @@ import numpy as np
 import torch
 
 from pglab.batch import TokenBatch
-from pglab.envs.bugfix import BugFixEnv, Task, exact_pass_rate, make_tasks
+from pglab.envs.bugfix import Task, exact_pass_rate, make_tasks
+from pglab.envs.text import BugFixText
 from pglab.estimators import EMABaseline
 from pglab.estimators.advantages import uses_groups
 from pglab.models import TinyAgent, Tokenizer, build_tokenizer
@@ -31,6 +34,7 @@ from pglab.runtime.threads import single_torch_thread
 from pglab.sampling.episodes import (
     MAX_CALL_TOKENS,
     MAX_OBS_TOKENS,
+    WordLayout,
     call_name,
     collect_episodes,
     episode_stats,
@@ -48,12 +52,34 @@ format-penalty sweep (``docs/results/format_penalty.md``)."""
 
 
 def sample_episodes(policy: TokenPolicy | torch.nn.Module, tokenizer: Tokenizer, tasks: Sequence[Task],
-                    per_task: int, seed: int | torch.Generator, **decode_options: Any) -> TokenBatch:
-    """``per_task`` episodes of every task, in lockstep, drawn from ``seed`` (a generator, or the seed of one)."""
-    picked = [t for t in tasks for _ in range(per_task)]
-    envs = [BugFixEnv(list(tasks)) for _ in picked]
+                    per_task: int, seed: int | torch.Generator) -> TokenBatch:
+    """``per_task`` episodes of every task in the word layout, in lockstep, drawn from ``seed`` (a generator,
+    or the seed of one)."""
+    picked = [i for i in range(len(tasks)) for _ in range(per_task)]
     generator = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
-    return collect_episodes(policy, envs, tokenizer, generator, tasks=picked, **decode_options)
+    return collect_episodes(policy, WordLayout(tokenizer), [BugFixText(list(tasks)) for _ in picked], picked,
+                            generator)
+
+
+def format_costs(batch: TokenBatch, cost: float) -> TokenBatch:
+    """``batch`` with -``cost`` on the last token of every malformed call of a BugFixEnv episode, in
+    ``token_rewards`` [B, T] (reward-to-go past the baseline, not the episode's score); unchanged when no
+    call costs anything. The trainer's reward shaping (agents-ch6 §6.5): the environment only reports
+    which calls were malformed."""
+    if not cost:
+        return batch
+    placed = torch.zeros_like(batch.action_mask)
+    for b, log in enumerate(batch.info):
+        for end, malformed in zip(log.call_ends, log.record.invalid):
+            if malformed:
+                placed[b, end] -= cost
+    return dataclasses.replace(batch, token_rewards=placed) if bool(placed.any()) else batch
+
+
+def check_format_penalty(cost: float) -> None:
+    """Raise ValueError unless ``cost`` (of one malformed call) is a finite number >= 0."""
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not 0 <= cost < math.inf:
+        raise ValueError(f"format_penalty is the cost of one malformed call, a finite number >= 0; got {cost!r}")
 
 
 def draw_tasks(tasks: Sequence[Task], batch_size: int, group_size: int, generator: torch.Generator) -> list[Task]:
@@ -193,20 +219,23 @@ def train_reinforce(model: TinyAgent | TokenPolicy, tokenizer: Tokenizer, train_
                     **options: Any) -> dict[str, Any]:
     """TinyAgent (or any policy over the word tokenizer) by REINFORCE in BugFixEnv (agents-ch6 §6.7).
 
-    ``options`` are :func:`train_episodes`' (steps, batch_size, lr, advantage, ...): the tasks are
-    the keys, and each batch of episodes plays in lockstep, one fresh environment per episode.
-    ``format_penalty`` c costs every malformed call of a training episode -c on its own last token
-    (``TokenBatch.token_rewards``, reward-to-go past the baseline), not in the episode's score; the
-    held-out episodes are measured without it.
+    ``options`` are :func:`train_episodes`' (steps, batch_size, lr, advantage, ...): the keys are
+    (split, task index) pairs, and each batch of episodes plays in lockstep in the word layout, one
+    fresh environment per episode. ``format_penalty`` c costs every malformed call of a training
+    episode -c on its own last token (:func:`format_costs`); the held-out episodes are measured
+    without it.
     """
-    decode = {"max_call_tokens": max_call_tokens, "max_obs_tokens": max_obs_tokens}
+    check_format_penalty(format_penalty)
+    layout = WordLayout(tokenizer, max_call_tokens, max_obs_tokens)
+    tasks = {"train": list(train_tasks), "heldout": list(heldout_tasks)}
 
-    def collect(policy: TokenPolicy, tasks: list, generator: torch.Generator, training: bool) -> TokenBatch:
-        cost = format_penalty if training else 0.0
-        return collect_episodes(policy, [BugFixEnv(tasks, format_penalty=cost) for _ in tasks], tokenizer,
-                                generator, tasks=tasks, **decode)
+    def collect(policy: TokenPolicy, keys: list, generator: torch.Generator, training: bool) -> TokenBatch:
+        batch = collect_episodes(policy, layout, [BugFixText(tasks[split]) for split, _ in keys],
+                                 [index for _, index in keys], generator)
+        return format_costs(batch, format_penalty) if training else batch
 
-    return train_episodes(as_policy(model), collect, list(train_tasks), list(heldout_tasks), stats=episode_stats,
+    keys = {split: [(split, i) for i in range(len(found))] for split, found in tasks.items()}
+    return train_episodes(as_policy(model), collect, keys["train"], keys["heldout"], stats=episode_stats,
                           settings={"format_penalty": format_penalty, **options.pop("settings", {})}, **options)
 
 
@@ -214,12 +243,12 @@ def behaviour(batch: TokenBatch, tasks: Sequence[Task], top: int = 3) -> dict[st
     """What a policy does: read rate, edits per episode, share of first edits that are the task's right op,
     and the ``top`` most frequent call sequences (as ``read -> fix_init -> submit``) with their counts."""
     fix_op = {t.name: t.fix_op for t in tasks}
-    info, n = batch.info, batch.batch_size
-    sequences = Counter(" -> ".join(map(call_name, i["actions"])) for i in info)
+    records, n = [log.record for log in batch.info], batch.batch_size
+    sequences = Counter(" -> ".join(map(call_name, r.actions)) for r in records)
     return {
-        "read_rate": sum("<call> read </call>" in i["actions"] for i in info) / n,
-        "edits_per_episode": sum(len(i["ops"]) for i in info) / n,
-        "first_edit_right": sum(bool(i["ops"]) and i["ops"][0] == fix_op[i["task"]] for i in info) / n,
+        "read_rate": sum("<call> read </call>" in r.actions for r in records) / n,
+        "edits_per_episode": sum(len(r.ops) for r in records) / n,
+        "first_edit_right": sum(bool(r.ops) and r.ops[0] == fix_op[r.task] for r in records) / n,
         "top_sequences": sequences.most_common(top),
     }
 

@@ -12,6 +12,7 @@ from pglab.envs.bugfix import (
     ENV_ID,
     OP_NAMES,
     BugFixEnv,
+    EpisodeRecord,
     Grader,
     Sandbox,
     get_task,
@@ -95,9 +96,10 @@ def test_observations_of_each_call(env):
     assert observation == "submitted" and reward == 1.0 and terminated and not truncated
     assert info == {"task": "mean", "n_turns": 5, "n_invalid": 0, "submitted": True, "hidden_pass": True,
                     "stop": "submit", "outcome": "pass", "ops": ["swap_minmax", "add_zero_guard"],
-                    "isolation": env.grader.sandbox.isolation, "format_cost": 0.0,
+                    "isolation": env.grader.sandbox.isolation, "invalid": [False] * 5,
                     "actions": ["<call> read </call>", "<call> test </call>", "<call> edit swap_minmax </call>",
                                 "<call> edit add_zero_guard </call>", "<call> submit </call>"]}
+    assert EpisodeRecord.of(info) == env.record and env.record.passed
 
 
 def test_revert_undoes_the_last_edit(env):
@@ -238,19 +240,13 @@ def test_constructor_errors():
     assert make_tasks("train")
 
 
-def test_format_penalty_is_paid_at_the_invalid_call_and_named_in_info(grader):
-    env = BugFixEnv("all", grader=grader, format_penalty=0.25)
+def test_malformed_calls_are_reported_in_the_record_and_priced_by_no_one(grader):
+    env = BugFixEnv("all", grader=grader)
     env.reset(options={"task": "product"})
     _, reward, _, _, info = env.step("<call> edit edit fix_init </call>")
-    assert reward == -0.25 and info["format_cost"] == 0.25 and info["n_invalid"] == 1
+    assert reward == 0.0 and info["invalid"] == [True] and info["n_invalid"] == 1
     _, reward, _, _, info = env.step("<call> edit fix_init </call>")
-    assert reward == 0.0 and info["format_cost"] == 0.0
+    assert reward == 0.0 and info["invalid"] == [True, False]
     _, reward, terminated, _, info = env.step("<call> submit </call>")
-    assert terminated and reward == 1.0 and info["format_cost"] == 0.0
-    env.reset(options={"task": "product"})
-    for _ in range(BUDGET):
-        _, reward, _, truncated, info = env.step("<call> read now </call>")
-    assert truncated and reward == -0.25 and info["format_cost"] == 0.25      # the last call's cost, no pass
-    for bad in (-0.1, float("nan"), float("inf"), True, "0.5"):
-        with pytest.raises(ValueError, match="format_penalty"):
-            BugFixEnv("all", grader=grader, format_penalty=bad)
+    assert terminated and reward == 1.0 and EpisodeRecord.of(info).invalid == [True, False, False]
+    assert EpisodeRecord.of({"task": "product"}) is None                       # another environment's info

@@ -5,7 +5,7 @@ Importing this package registers the gymnasium id ``pglab/BugFix-v0``.
 
 from gymnasium.envs.registration import register, registry
 
-from pglab.envs.bugfix.env import BUDGET, CALLS, BugFixEnv, parse_call, protocol
+from pglab.envs.bugfix.env import BUDGET, CALLS, BugFixEnv, EpisodeRecord, parse_call, protocol
 from pglab.envs.bugfix.grader import Grade, Grader, default_grader
 from pglab.envs.bugfix.ops import OP_NAMES, apply_op
 from pglab.envs.bugfix.sandbox import OUTCOMES, Job, Limits, ProgramResult, Sandbox, TestResult, same
@@ -24,8 +24,8 @@ if ENV_ID not in registry:
     register(id=ENV_ID, entry_point="pglab.envs.bugfix.env:BugFixEnv")
 
 __all__ = [
-    "BUDGET", "CALLS", "ENV_ID", "FAMILIES", "FIX_OPS", "OP_NAMES", "BugFixEnv", "Case", "Episode", "Grade",
-    "Grader", "Job", "Limits", "ProgramResult", "Sandbox", "ScriptedPolicy", "Task", "TestResult", "apply_op",
+    "BUDGET", "CALLS", "ENV_ID", "FAMILIES", "FIX_OPS", "OP_NAMES", "BugFixEnv", "Case", "Episode", "EpisodeRecord",
+    "Grade", "Grader", "Job", "Limits", "ProgramResult", "Sandbox", "ScriptedPolicy", "Task", "TestResult", "apply_op",
     "OUTCOMES", "default_grader", "episode_stats", "exact_pass_rate", "get_task", "make_tasks", "parse_call",
     "protocol", "same", "scripted_policy", "scripted_rollout",
 ]

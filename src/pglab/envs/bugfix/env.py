@@ -4,9 +4,10 @@ Calls are ``<call> read </call>``, ``<call> test </call>``, ``<call> edit OP </c
 ``<call> revert </call>`` and ``<call> submit </call>``; with ``allow_write=True`` also
 ``<call> write SOURCE </call>``, which replaces the program with SOURCE. Every call, valid or not, costs one turn of
 the budget; the episode ends at submit or when the budget runs out. Reward is 1 exactly when the
-agent submitted and every hidden test passes on the submitted source; with ``format_penalty`` c, a
-malformed (invalid) call also earns -c at its own step (agents-ch6 §6.5's format penalty), and
-``info["format_cost"]`` says how much of the step's reward that is.
+agent submitted and every hidden test passes on the submitted source. The environment reports what
+happened and prices nothing else: every reset and step returns :class:`EpisodeRecord`'s fields as
+``info``, among them which calls were malformed, so a trainer that charges for a malformed call
+(agents-ch6 §6.5's format penalty) places that cost itself.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import ast
 import re
 import string
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 import gymnasium
@@ -136,20 +138,58 @@ def _printable(text: str) -> str:
     return text[:MAX_OBS_CHARS]
 
 
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """What has happened in a BugFixEnv episode so far; every reset and step returns its fields as ``info``."""
+
+    task: str
+    """The task's name."""
+    n_turns: int
+    """Calls made, valid or not."""
+    n_invalid: int
+    """Malformed calls made (a write whose source does not parse counts too)."""
+    submitted: bool
+    """The agent called submit."""
+    hidden_pass: bool
+    """Every hidden test passes on the final source (known once the episode has ended)."""
+    stop: str | None
+    """How the episode ended: ``submit`` or ``budget``; None while it runs."""
+    actions: list[str]
+    """The text of every call, in order."""
+    ops: list[str]
+    """The edits applied (op names, ``write`` for a written source), in order."""
+    outcome: str | None
+    """The final grade's outcome (pass, fail, timeout, infra_error, ...); None while the episode runs."""
+    isolation: str
+    """The grader's sandbox layer."""
+    invalid: list[bool]
+    """For every call, in order: whether it was malformed."""
+
+    @property
+    def passed(self) -> bool:
+        """Reward 1: submitted, and every hidden test passes."""
+        return bool(self.submitted and self.hidden_pass)
+
+    @classmethod
+    def of(cls, info: Mapping[str, Any]) -> EpisodeRecord | None:
+        """The record an ``info`` dict holds, None when it lacks a field (another environment's info)."""
+        names = [f.name for f in fields(cls)]
+        return cls(**{name: info[name] for name in names}) if all(name in info for name in names) else None
+
+
 class BugFixEnv(gymnasium.Env):
     """A gymnasium environment: text calls in, text observations out, reward from hidden tests.
 
     ``tasks``: a split name or Tasks; ``budget``: calls per episode; ``grader``: defaults to the shared
     :func:`default_grader`; ``allow_write``: adds the ``write`` call (off by default, so the action
-    space of TinyAgent is unchanged); ``render_mode="ansi"``: :meth:`render` returns the episode as text;
-    ``format_penalty``: the cost c >= 0 of each invalid call, paid at that call's step (0: none).
+    space of TinyAgent is unchanged); ``render_mode="ansi"``: :meth:`render` returns the episode as text.
     """
 
     metadata = {"render_modes": ["ansi"]}
     OPTIONS = ("task", "allow_heldout")
 
     def __init__(self, tasks: str | Sequence[Task] = "train", budget: int = BUDGET, grader: Grader | None = None,
-                 allow_write: bool = False, render_mode: str | None = None, format_penalty: float = 0.0):
+                 allow_write: bool = False, render_mode: str | None = None):
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise ValueError(f"budget is the number of calls per episode and must be an int >= 1, got {budget!r}")
         if grader is not None and not isinstance(grader, Grader):
@@ -158,11 +198,6 @@ class BugFixEnv(gymnasium.Env):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         if not isinstance(allow_write, bool):
             raise ValueError(f"allow_write must be True or False, got {allow_write!r}")
-        if isinstance(format_penalty, bool) or not isinstance(format_penalty, (int, float)) \
-                or not 0 <= format_penalty < float("inf"):
-            raise ValueError(f"format_penalty is the cost of one invalid call, a finite number >= 0; "
-                             f"got {format_penalty!r}")
-        self.format_penalty = float(format_penalty)
         self.tasks = make_tasks(tasks) if isinstance(tasks, str) else list(tasks)
         if not self.tasks:
             raise ValueError("BugFixEnv needs at least one task; pass a split name or a list of Task")
@@ -203,7 +238,7 @@ class BugFixEnv(gymnasium.Env):
         self.history = [self.task.source]
         self.actions: list[str] = []
         self.ops: list[str] = []
-        self.n_invalid = 0
+        self.invalid: list[bool] = []
         self.submitted = False
         self.hidden_pass = False
         self.stop: str | None = None
@@ -224,19 +259,18 @@ class BugFixEnv(gymnasium.Env):
         if call is not None:
             observation = self._do(*call)
         invalid = call is None or (call[0] == "write" and observation.startswith("error:"))
-        self.n_invalid += invalid
+        self.invalid.append(invalid)
         terminated = self.submitted
         truncated = not terminated and len(self.actions) >= self.budget
-        cost = self.format_penalty if invalid else 0.0
-        reward = -cost if invalid else 0.0
+        reward = 0.0
         if terminated or truncated:
-            reward += self._finish("submit" if terminated else "budget")
+            reward = self._finish("submit" if terminated else "budget")
             observation += "" if terminated else "\nbudget exhausted"
         observation = _printable(observation)
         self.transcript.append(f"> {_printable(text)}\n{observation}")
         if terminated or truncated:
             self.transcript.append(f"reward {reward:g} ({self.outcome})")
-        return observation, reward, terminated, truncated, {**self._info(), "format_cost": cost}
+        return observation, reward, terminated, truncated, self._info()
 
     def render(self) -> str | None:
         """With ``render_mode="ansi"``: the episode so far as text (prompt, each call and observation, reward)."""
@@ -276,11 +310,17 @@ class BugFixEnv(gymnasium.Env):
         self._done = True
         return 1.0 if self.submitted and self.hidden_pass else 0.0
 
+    @property
+    def record(self) -> EpisodeRecord:
+        """What has happened in the episode so far."""
+        return EpisodeRecord(task=self.task.name, n_turns=len(self.actions), n_invalid=sum(self.invalid),
+                             submitted=self.submitted, hidden_pass=self.hidden_pass, stop=self.stop,
+                             actions=list(self.actions), ops=list(self.ops), outcome=self.outcome,
+                             isolation=self._grader().sandbox.isolation, invalid=list(self.invalid))
+
     def _info(self) -> dict:
-        return {"task": self.task.name, "n_turns": len(self.actions), "n_invalid": self.n_invalid,
-                "submitted": self.submitted, "hidden_pass": self.hidden_pass, "stop": self.stop,
-                "actions": list(self.actions), "ops": list(self.ops), "outcome": self.outcome,
-                "isolation": self._grader().sandbox.isolation}
+        record = self.record
+        return {f.name: getattr(record, f.name) for f in fields(record)}
 
     @property
     def source(self) -> str:
