@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -62,6 +61,10 @@ BAD_INPUTS = [
     (["reproduce", "loo-enumeration", "--backend", "process"], "takes no --backend"),
     (["reproduce", "--all", "--set", "nonsense=1"], "no experiment has the setting"),
     (["bench", "nonsense"], "unknown benchmark"),
+    (["bench"], "name one benchmark, or pass --all (or --list)"),
+    (["bench", "--list", "bandit"], "--list lists every benchmark: drop the name"),
+    (["bench", "bandit", "--size", "small"], "bench bandit takes no --size; drop it (it is a setting of lm-vs-trl)"),
+    (["reproduce", "lm-kl", "--set", "betas=(0.1, 0.2)"], "betas must start with 0"),
 ]
 
 
@@ -125,7 +128,7 @@ def test_ctrl_c_exits_130_in_one_line_and_leaves_nothing(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "pglab", "reproduce", "frozenlake-race", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(4.0)
+    assert proc.stdout.readline() == "frozenlake-race: running\n"      # the run has started, however slow the machine
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -141,3 +144,151 @@ def test_markdown_cells_escape_pipes():
 def test_bench_lists_the_benchmarks(capsys):
     assert main(["bench", "--list"]) == 0
     assert {"bandit", "bugfix", "tabular"} <= {line.split()[0] for line in capsys.readouterr().out.splitlines()}
+
+
+def one_line(capsys) -> str:
+    """The one line a refusal or an interruption printed on stderr."""
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    return err[0]
+
+
+def test_out_steps_and_group_size_have_one_name_and_trls_alias():
+    from pglab.cli import TRAIN_AGENT, train_agent_parser, train_lm_config, train_lm_parser
+    from pglab.runtime.options import RunOptions, settings
+    from pglab.trainers.agent_config import AgentConfig
+
+    lm = [train_lm_config(train_lm_parser().parse_args(words)) for words in (
+        ["--out", "runs/a", "--steps", "3", "--group-size", "2"],
+        ["--output-dir", "runs/a", "--max-steps", "3", "--num-generations", "2"])]
+    assert lm[0] == lm[1] and (lm[0].output_dir, lm[0].max_steps, lm[0].num_generations) == ("runs/a", 3, 2)
+    assert train_lm_config(train_lm_parser().parse_args([])).output_dir == "runs/train-lm"
+    for words in (["--out", "runs/b", "--steps", "3", "--group-size", "2"],
+                  ["--output-dir", "runs/b", "--max-steps", "3", "--num-generations", "2"]):
+        args = train_agent_parser().parse_args(words)
+        cfg, run = settings(AgentConfig, args), settings(RunOptions, args, defaults=TRAIN_AGENT)
+        assert (run.out, cfg.steps, cfg.group_size) == ("runs/b", 3, 2)
+
+
+@pytest.mark.parametrize("words, folder, resume", [
+    ([], "runs/{c}", False), (["--resume"], "runs/{c}", True), (["--resume", "old"], "old", True),
+    (["--out", "old", "--resume"], "old", True), (["--out", "old", "--resume", "old"], "old", True)])
+def test_resume_has_the_same_three_forms_on_every_training_command(words, folder, resume):
+    from pglab.apps.demo import DemoSettings
+    from pglab.cli import TRAIN_AGENT, demo_parser, train_agent_parser, train_lm_config, train_lm_parser
+    from pglab.runtime.options import RunOptions, settings
+
+    lm = train_lm_config(train_lm_parser().parse_args(words))
+    agent = settings(RunOptions, train_agent_parser().parse_args(words), defaults=TRAIN_AGENT)
+    demo = settings(DemoSettings, demo_parser().parse_args(words), defaults={"out": "runs/demo"})
+    assert (lm.output_dir, lm.resume) == (folder.format(c="train-lm"), resume)
+    assert (agent.out, agent.resume) == (folder.format(c="train-agent"), resume)
+    assert (demo.out, demo.resume) == (folder.format(c="demo"), resume)
+
+
+@pytest.mark.parametrize("command", ["train-lm", "train-agent", "demo"])
+def test_resume_dir_and_another_out_are_refused(command, capsys):
+    assert main([command, "--out", "runs/a", "--resume", "runs/b"]) == 2
+    assert "--resume runs/b and --out runs/a name two folders" in one_line(capsys)
+
+
+@pytest.mark.parametrize("command, flag", [("train-lm", "--output-dir"), ("train-lm", "--out"),
+                                           ("train-agent", "--out"), ("demo", "--out")])
+def test_an_out_that_is_a_file_is_one_line(command, flag, tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert main([command, flag, str(tmp_path / "file")]) == 2
+    assert "is a file; pass a folder" in one_line(capsys)
+
+
+def test_audit_json_naming_a_folder_is_refused_before_the_audit(tmp_path, capsys, monkeypatch):
+    import pglab.audit.report
+
+    monkeypatch.setattr(pglab.audit.report, "run_audit", lambda config: pytest.fail("the audit ran"))
+    assert main(["audit", "--preset", "trl-rloo", "--json", str(tmp_path)]) == 2
+    assert f"--json {tmp_path} is a folder; pass a file name" in one_line(capsys)
+
+
+def test_a_format_penalty_with_a_users_environment_is_refused(tmp_path, capsys):
+    assert main(["train-agent", "--env", "calc_env:make_env", "--format-penalty", "0.5", "--out", str(tmp_path)]) == 2
+    assert "--format-penalty prices BugFixEnv's malformed calls" in one_line(capsys)
+    from pglab.trainers.agent_config import AgentConfig
+    from pglab.trainers.tinyagent import FORMAT_PENALTY
+
+    assert AgentConfig(env="calc_env:make_env").format_penalty == 0.0
+    assert AgentConfig().format_penalty == FORMAT_PENALTY
+
+
+def stopped_after(folder, step: int | None, lines: int):
+    """A stand-in for a run that wrote ``lines`` JSON lines and a checkpoint after ``step``, then saw Ctrl-C."""
+    from pglab.trainers.loop import RunDir
+
+    def work(*args, **kwargs):
+        if lines:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "train.jsonl").write_text("".join(f'{{"step": {i}}}\n' for i in range(lines)))
+        if step is not None:
+            RunDir(folder).save_checkpoint({"settings": {}, "step": step})
+        raise KeyboardInterrupt
+    return work
+
+
+@pytest.mark.parametrize("command, target, extra", [
+    ("demo", "pglab.apps.demo.demo", []),
+    ("train-agent", "pglab.apps.train_agent.agent_result", ["--steps", "40", "--quick"]),
+    ("train-lm", "pglab.trainers.lm.train_lm", ["--steps", "40", "--beta", "0"]),
+])
+def test_ctrl_c_says_what_is_on_disk_and_how_to_resume(command, target, extra, tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "run"
+    monkeypatch.setattr(target, stopped_after(folder, 30, 34))
+    assert main([command, "--out", str(folder), *extra]) == 130
+    line = one_line(capsys)
+    assert line.startswith(f"pglab: interrupted; checkpoint after step 30 in {folder} beside train.jsonl (34 lines); "
+                           f"continue with pglab {command} ")
+    assert line.endswith(f"--resume {folder}") and all(word in line for word in extra)
+    monkeypatch.setattr(target, stopped_after(tmp_path / "other", None, 0))
+    assert main([command, "--out", str(tmp_path / "other")]) == 130
+    assert one_line(capsys) == "pglab: interrupted; nothing was written"
+    monkeypatch.setattr(target, stopped_after(tmp_path / "third", None, 2))
+    assert main([command, "--out", str(tmp_path / "third")]) == 130
+    assert "train.jsonl (2 lines) but no checkpoint, so there is nothing to resume" in one_line(capsys)
+
+
+SMOKE = '''
+from dataclasses import dataclass
+from typing import ClassVar
+
+
+@dataclass
+class Config:
+    steps: int = 100
+    """Steps."""
+
+    QUICK: ClassVar[dict] = {"steps": 2}
+
+
+def run(config, result):
+    result.tables["t"] = [{"steps": config.steps}]
+    result.check_range("holds at any size", 1.0, low=0.0, tolerance="by construction")
+    result.check_range("needs the full size", float(config.steps), low=50.0, tolerance="50 steps", full_size=True)
+'''
+
+
+def test_a_quick_run_is_a_smoke_run(tmp_path, capsys, monkeypatch):
+    (tmp_path / "smoke_exp.py").write_text(SMOKE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import smoke_exp
+
+    monkeypatch.setitem(sys.modules, "pglab.experiments.smoke_exp", smoke_exp)
+    monkeypatch.setitem(registry.CATALOGUE, "smoke", ("smoke_exp", "a claim that needs the full size"))
+    assert main(["reproduce", "smoke", "--quick", "--out", str(tmp_path / "q")]) == 0
+    assert "not evaluated" in capsys.readouterr().out
+    payload = json.loads((tmp_path / "q" / "result.json").read_text())
+    assert [c["passed"] for c in payload["checks"]] == [True, None] and payload["passed"] and payload["quick"]
+    status = "1 claim(s) hold, 1 not evaluated (quick run: they need the full size)"
+    assert f"## Claims ({status})" in (tmp_path / "q" / "report.md").read_text()
+    assert "| 2 | >= 50 | 50 steps | not evaluated |" in (tmp_path / "q" / "report.md").read_text()
+    assert f"Claims ({status})</h2>" in (tmp_path / "q" / "report.html").read_text()
+    assert "<td class=\"unjudged\">not evaluated</td>" in (tmp_path / "q" / "report.html").read_text()
+    assert main(["reproduce", "smoke", "--set", "steps=20", "--out", str(tmp_path / "full")]) == 1
+    assert [c["passed"] for c in json.loads((tmp_path / "full" / "result.json").read_text())["checks"]] == [True,
+                                                                                                          False]

@@ -1,35 +1,74 @@
-"""pglab <command>: thin wrappers that parse, call one function, and print."""
+"""pglab <command>: thin entry points that parse one settings dataclass, call one function, and print.
+
+Every command's options come from its settings classes through :mod:`pglab.runtime.options`, so
+the same setting has the same flag everywhere (``--out``, ``--steps``, ``--seed``, ``--resume [DIR]``,
+``--device``). :func:`main` prints a :class:`~pglab.runtime.options.SettingsError` as one line with
+exit status 2: the settings check themselves when they are made, before any work, and during the
+work only the checks of what the user's own code returns (an environment's step, a reward, a loss)
+raise it. Ctrl-C prints one line that says what is on disk and how to continue (exit status 130).
+Any other exception is a bug in pglab and keeps its traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
-import ast
 import os
+import shlex
 import sys
-import tempfile
 import time
-import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pglab.reporting.report import print_result, write_index, write_report
 from pglab.reporting.result import Result
+from pglab.runtime.options import Parser, RunOptions, SettingsError, add_options, as_options, check_folder, settings
 
 DEFAULT_OUT = Path("runs")
 
 
-class UsageError(ValueError):
-    """Bad command-line input: printed as one line, exit status 2."""
+class Interrupted(Exception):
+    """Ctrl-C during a run; the message says what is on disk and how to continue."""
 
 
-def parse_value(text: str, field_type: Any) -> Any:
-    """A --set value: a Python literal (number, tuple, True, None), or the raw text for a str setting."""
-    if field_type is str:
-        return text
+def on_disk(folder: Path, resume: str) -> str:
+    """What a stopped run left in ``folder`` (its JSON-lines logs, its checkpoint), and how to continue it."""
+    from pglab.trainers.loop import RunDir
+
+    if not folder.is_dir():
+        return "nothing was written"
+    logs = [f"{p.name} ({len(p.read_text().splitlines())} lines)" for p in sorted(folder.glob("*.jsonl"))]
+    step = RunDir(folder, writer=False).checkpoint_step()
+    if step is not None:
+        beside = f" beside {', '.join(logs)}" if logs else ""
+        return f"checkpoint after step {step} in {folder}{beside}; continue with {resume}"
+    if logs:
+        return f"{folder} holds {', '.join(logs)} but no checkpoint, so there is nothing to resume; run again to start"
+    return "nothing was written"
+
+
+def run_or_stop(work: Callable[[], Any], folder: Path, resume: list[str]) -> Any:
+    """``work()``; on Ctrl-C, Interrupted saying what ``folder`` holds and the ``resume`` command."""
     try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
+        return work()
+    except KeyboardInterrupt:
+        raise Interrupted(on_disk(folder, shlex.join(resume))) from None
+
+
+def overrides_for(exp, args: argparse.Namespace, sets: dict[str, str]) -> dict[str, Any]:
+    """Config overrides from --set, --seeds, --first-seed and --backend; with --all, only where the field exists."""
+    fields = exp.fields()
+    overrides = {key: exp.parse(key, text) for key, text in sets.items() if key in fields or not args.all}
+    for key in ("seeds", "first_seed", "backend"):
+        value = getattr(args, key)
+        if value is None or (args.all and key not in fields):
+            continue
+        if key not in fields:
+            flag = "--" + key.replace("_", "-")
+            raise SettingsError(f"experiment {exp.name!r} takes no {flag}; its settings: {', '.join(fields)}")
+        overrides[key] = value
+    return overrides
 
 
 def parse_sets(items: list[str] | None) -> dict[str, str]:
@@ -38,49 +77,28 @@ def parse_sets(items: list[str] | None) -> dict[str, str]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"--set takes KEY=VALUE, got {item!r}; e.g. --set samples=1000")
+            raise SettingsError(f"--set takes KEY=VALUE, got {item!r}; e.g. --set samples=1000")
         pairs[key.strip()] = value
     return pairs
 
 
-def overrides_for(exp, args, sets: dict[str, str]) -> dict[str, Any]:
-    """Config overrides from --set, --seeds, --first-seed and --backend; with --all, only where the field exists."""
-    fields = exp.fields()
-    overrides: dict[str, Any] = {}
-    for key, text in sets.items():
-        if key in fields:
-            overrides[key] = parse_value(text, fields[key])
-        elif not args.all:
-            raise UsageError(f"experiment {exp.name!r} has no setting {key!r}; its settings: {', '.join(fields)}")
-    for key in ("seeds", "first_seed", "backend"):
-        value = getattr(args, key)
-        if value is None:
-            continue
-        if key not in fields:
-            if args.all:
-                continue
-            flag = "--" + key.replace("_", "-")
-            raise UsageError(f"experiment {exp.name!r} takes no {flag}; its settings: {', '.join(fields)}")
-        overrides[key] = value
-    return overrides
+def reproduce_parser() -> Parser:
+    rep = Parser(prog="pglab reproduce", description="reproduce a book chapter's experiment")
+    rep.add_argument("name", nargs="?", help="experiment name (see --list)")
+    rep.add_argument("--list", action="store_true", help="list the experiments")
+    rep.add_argument("--all", action="store_true", help="run every experiment and write index.html")
+    rep.add_argument("--seeds", type=int, help="number of seeds (experiments that take seeds)")
+    rep.add_argument("--first-seed", type=int, help="first RNG seed (default 0): --first-seed 20 --seeds 20 runs "
+                     "seeds 20-39")
+    rep.add_argument("--backend", choices=["serial", "process", "ray"], help="seed runner backend")
+    rep.add_argument("--out", help="output folder (default: runs/NAME; with --all, the root)")
+    rep.add_argument("--quick", action="store_true", help="reduced size, a smoke run: exit status 0 whenever it ran, "
+                     "and the claims that need the full size reported as not evaluated")
+    rep.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
+    return rep
 
 
-def check_out_folder(path: Path) -> None:
-    """Refuse an --out that is a file or cannot be written, before any work is done (nothing is created)."""
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"--out {path} is a file; pass a folder (it is created if missing)")
-    existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
-    try:
-        if not existing.is_dir():
-            raise OSError
-        fd, probe = tempfile.mkstemp(prefix=".pglab-probe-", dir=existing)   # root ignores access bits: try it
-        os.close(fd)
-        os.unlink(probe)
-    except OSError:
-        raise UsageError(f"--out {path}: cannot write in {existing}; pass a folder you can write to") from None
-
-
-def cmd_reproduce(args) -> int:
+def cmd_reproduce(args: argparse.Namespace) -> int:
     from pglab.experiments import experiment_names, get_experiment
 
     if args.list:
@@ -88,16 +106,16 @@ def cmd_reproduce(args) -> int:
             print(f"{name:<24} {get_experiment(name).summary}")
         return 0
     if args.all == bool(args.name):
-        raise UsageError("name one experiment, or pass --all (or --list); see pglab reproduce --help")
+        raise SettingsError("name one experiment, or pass --all (or --list); see pglab reproduce --help")
     names = experiment_names() if args.all else [args.name]
     out_root = Path(args.out) if args.out else DEFAULT_OUT
-    check_out_folder(out_root)
+    check_folder(out_root)
     sets = parse_sets(args.set)
     if args.all:
         unused = sorted(set(sets) - {k for n in names for k in get_experiment(n).fields()})
         if unused:
-            raise UsageError(f"no experiment has the setting(s) {unused}; each report's Configuration table "
-                             "lists its settings")
+            raise SettingsError(f"no experiment has the setting(s) {unused}; each report's Configuration table "
+                                "lists its settings")
     # Every experiment's settings are checked before the first one runs.
     plans = []
     for name in names:
@@ -108,32 +126,52 @@ def cmd_reproduce(args) -> int:
     command = " ".join(["pglab", *sys.argv[1:]]) if sys.argv and sys.argv[0].endswith("pglab") else None
     entries = []
     for exp, overrides in plans:
+        print(f"{exp.name}: running{' at quick size' if args.quick else ''}", flush=True)
         start = time.perf_counter()
         result = exp.run(quick=args.quick, command=command, **overrides)
         folder = out_root / exp.name if (args.all or not args.out) else out_root
         written = write_report(result, folder)
         print(f"== {exp.name}: {time.perf_counter() - start:.1f} s")
         print_result(result, folder, written)
-        entries.append((exp.name, folder, result.passed))
+        entries.append((result, folder))
     if args.all:
         print(f"index: {write_index(entries, out_root)}")
-    return 0 if all(passed for _, _, passed in entries) else 1
+    return 0 if args.quick or all(result.passed for result, _ in entries) else 1
 
 
-def cmd_bench(args) -> int:
-    from pglab.bench import BENCHMARKS, run_benchmark
+def bench_parser() -> Parser:
+    bench = Parser(prog="pglab bench", description="speed benchmarks, as ratios against a reference measured in "
+                   "the same run")
+    bench.add_argument("name", nargs="?", help="the benchmark (see --list)")
+    bench.add_argument("--list", action="store_true", help="list the benchmarks")
+    bench.add_argument("--all", action="store_true", help="run every benchmark")
+    bench.add_argument("--quick", action="store_true", help="reduced size")
+    bench.add_argument("--out", help="output folder root (default runs/; each benchmark writes bench-NAME/)")
+    bench.add_argument("--size", choices=["small", "large", "both"], help="lm-vs-trl only: the model size(s) "
+                       "(default both)")
+    return bench
 
-    if args.list or (not args.all and not args.name):
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from pglab.bench import BENCHMARKS, check_options, run_benchmark, takes
+
+    if args.list:
+        if args.name or args.all:
+            raise SettingsError("--list lists every benchmark: drop the name (and --all)")
         for name, summary in BENCHMARKS.items():
             print(f"{name:<12} {summary}")
         return 0
-    if args.name and args.name not in BENCHMARKS:
-        raise UsageError(f"unknown benchmark {args.name!r}; `pglab bench --list` shows: {', '.join(BENCHMARKS)}")
+    if args.all == bool(args.name):
+        raise SettingsError("name one benchmark, or pass --all (or --list); see pglab bench --help")
+    names = list(BENCHMARKS) if args.all else [args.name]
+    options = {"size": args.size} if args.size else {}
+    if not args.all:
+        check_options(args.name, options)
     out_root = Path(args.out or DEFAULT_OUT)
-    check_out_folder(out_root)
+    check_folder(out_root)
     passed = True
-    for name in BENCHMARKS if args.all else [args.name]:
-        result = run_benchmark(name, quick=args.quick, **({"size": args.size} if args.size else {}))
+    for name in names:
+        result = run_benchmark(name, quick=args.quick, **{k: v for k, v in options.items() if k in takes(name)})
         folder = out_root / f"bench-{name}"
         print_result(result, folder, write_report(result, folder))
         print(*(f"{key} = {value:.3f}" for key, value in result.metrics.items()
@@ -142,160 +180,110 @@ def cmd_bench(args) -> int:
     return 0 if passed else 1
 
 
-def cmd_demo(args) -> int:
-    from pglab.apps.demo import demo
-    from pglab.trainers.loop import RunDir
+def demo_parser() -> Parser:
+    from pglab.apps.demo import DemoSettings
 
-    if args.seed < 0:
-        raise ValueError(f"--seed must be a whole number >= 0, got {args.seed}")
-    if args.format_penalty is not None and not 0 <= args.format_penalty < float("inf"):
-        raise ValueError(f"--format-penalty is the cost of a malformed call, a number >= 0; got {args.format_penalty}")
-    if args.format_penalty is not None and args.resume:
-        raise ValueError("--resume continues with the run's own format penalty; drop --format-penalty")
-    options = {} if args.format_penalty is None else {"format_penalty": args.format_penalty}
-    folder = Path(args.resume) if args.resume else Path(args.out or DEFAULT_OUT) / "demo"
-    check_out_folder(folder)
-    try:
-        result = demo(folder, seed=args.seed, quick=args.quick, resume=bool(args.resume),
-                      echo=print, **options)
-    except KeyboardInterrupt:
-        step = RunDir(folder).checkpoint_step() if folder.is_dir() else None
-        if step is None:
-            raise
-        print(f"pglab: interrupted; the checkpoint after step {step} is kept in {folder}; continue with "
-              f"pglab demo --resume {folder}", file=sys.stderr)
-        return 130
+    demo = Parser(prog="pglab demo", description="the main job on the embedded default: TinyAgent learns to "
+                  "repair code in BugFixEnv by REINFORCE")
+    add_options(demo, DemoSettings, defaults={"out": str(DEFAULT_OUT / "demo")})
+    return demo
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from pglab.apps.demo import DemoSettings, demo
+
+    chosen = settings(DemoSettings, args, defaults={"out": str(DEFAULT_OUT / "demo")})
+    folder = Path(chosen.out)
+    cost = {} if chosen.format_penalty is None else {"format_penalty": chosen.format_penalty}
+    result = run_or_stop(lambda: demo(folder, seed=chosen.seed, quick=chosen.quick, resume=chosen.resume,
+                                      echo=print, **cost), folder, ["pglab", "demo", "--resume", str(folder)])
     print_result(result, folder, write_report(result, folder))
     return 0 if result.passed else 1
 
 
-def cmd_audit(args) -> int:
+def audit_parser() -> Parser:
+    from pglab.audit.report import AuditConfig
+
+    audit = Parser(prog="pglab audit", description="the exact expected gradient of a policy-gradient loss on an "
+                   "enumerable policy: its bias, its variance and the objective it follows")
+    audit.add_argument("--list", action="store_true", help="list the presets")
+    add_options(audit, AuditConfig)
+    return audit
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
     from pglab.audit.report import AuditConfig, preset_lines, run_audit, summary_rows, write_json
 
     if args.list:
         print(*preset_lines(), sep="\n")
         return 0
-    if args.json and not Path(args.json).absolute().parent.is_dir():
-        raise UsageError(f"--json {args.json}: its folder does not exist; pass a file in an existing folder")
-    config = AuditConfig(**{k: v for k, v in vars(args).items() if k in AuditConfig.__dataclass_fields__})
+    config = settings(AuditConfig, args)
     report = run_audit(config)
-    name = args.preset or args.loss
+    name = config.preset or config.loss
     print_result(Result(f"audit {name}", {}, tables={f"audit of {name}": summary_rows(report),
                                                      "objectives": report.candidates}))
-    if args.json:
-        write_json(report, config, Path(args.json))
-        print(f"report written to {args.json}")
+    if config.json:
+        write_json(report, config, Path(config.json))
+        print(f"report written to {config.json}")
     return 0
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit 2) and no abbreviated options (``--seed`` is not ``--seeds``)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, allow_abbrev=False, **kwargs)
-
-    def error(self, message: str) -> None:
-        raise UsageError(f"{self.prog}: {message}; see {self.prog} --help")
+def serve_parser() -> Parser:
+    serve = Parser(prog="pglab serve", description="the course chapter's two demos on a local web page")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    return serve
 
 
-def integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expects an integer, got {text!r}") from None
-
-
-def number(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expects a number, got {text!r}") from None
-
-
-def cmd_serve(args) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536:
-        raise ValueError(f"--port must be in 1..65535, got {args.port}")
+        raise SettingsError(f"--port must be in 1..65535, got {args.port}")
     try:
         from pglab.web.server import serve
     except ImportError as err:
-        raise ValueError(f"pglab serve needs the web extra ({err.name} is missing): pip install 'pglab[web]'") from None
+        raise SettingsError(f"pglab serve needs the web extra ({err.name} is missing): pip install 'pglab[web]'") \
+            from None
     print(f"pglab demos on http://{args.host}:{args.port}/ (Ctrl-C stops)", flush=True)
     serve(args.host, args.port)
     return 0
 
 
-TRAIN_LM_OUT = DEFAULT_OUT / "train-lm"
+TRAIN_LM = {"output_dir": str(DEFAULT_OUT / "train-lm")}
+"""train-lm's defaults where the command's differ from RLConfig's (the library writes no files by default)."""
 
 
-def train_lm_parser() -> argparse.ArgumentParser:
-    """The options of pglab train-lm: --pretrain, --resume [DIR], and one per RLConfig field."""
-    from pglab.trainers.lm import RLConfig, config_help
+def train_lm_parser() -> Parser:
+    """The options of pglab train-lm: --pretrain, and one per RLConfig field."""
+    from pglab.trainers.lm import RLConfig
 
     lm = Parser(prog="pglab train-lm", description="REINFORCE / RLOO / GRPO with a KL penalty on a Hugging Face "
                 "causal LM; the embedded default runs offline")
     lm.add_argument("--pretrain", action="store_true", help="(re)build the embedded default tiny GPT-2 and exit")
-    for name, doc in config_help().items():
-        flag = f"--{name.replace('_', '-')}"
-        if name == "resume":
-            lm.add_argument(flag, nargs="?", const=True, metavar="DIR",
-                            help="continue the stopped run in --output-dir (or in DIR)")
-        elif name == "output_dir":
-            lm.add_argument(flag, dest=name, help=f"{doc} (default {TRAIN_LM_OUT})")
-        else:
-            lm.add_argument(flag, dest=name, help=f"{doc} (default {getattr(RLConfig, name)})")
+    add_options(lm, RLConfig, defaults=TRAIN_LM)
     return lm
 
 
-def train_lm_value(name: str, text: str, hint: Any) -> Any:
-    """One --option's text as the RLConfig field's type: str fields as they are, others as Python literals
-    (true/false too), a single value for a tuple field as a 1-tuple, comma-separated words for a tuple of str."""
-    from pglab.experiments.registry import check_type
-
-    flag = f"--{name.replace('_', '-')}"
-    args = typing.get_args(hint)
-    if typing.get_origin(hint) is tuple and args[:1] == (str,):
-        value: Any = tuple(w.strip() for w in text.split(",") if w.strip())
-    elif str in (hint, *args):
-        value = None if text == "None" and type(None) in args else text
-    else:
-        value = parse_value({"true": "True", "false": "False"}.get(text.lower(), text), None)
-        if "tuple" in str(hint) and isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = (value,)
-    return check_type(flag, value, hint)
-
-
 def train_lm_config(args: argparse.Namespace):
-    """The RLConfig of parsed train-lm options: --resume [DIR] and the runs/train-lm default folder applied."""
+    """The RLConfig of parsed train-lm options (runs/train-lm unless --out or --resume DIR names a folder)."""
     from pglab.trainers.lm import RLConfig
 
-    values = {}
-    for name, hint in typing.get_type_hints(RLConfig).items():
-        text = getattr(args, name)
-        if name != "resume" and text is not None:
-            values[name] = train_lm_value(name, text, hint)
-    if isinstance(args.resume, str):
-        if values.get("output_dir", args.resume) != args.resume:
-            raise UsageError(f"--resume {args.resume} and --output-dir {values['output_dir']} differ; pass one of them")
-        values["output_dir"] = args.resume
-    values.setdefault("output_dir", str(TRAIN_LM_OUT))
-    values["resume"] = bool(args.resume)
-    return RLConfig(**values)
+    return settings(RLConfig, args, defaults=TRAIN_LM)
 
 
-def cmd_train_lm(options: list[str]) -> int:
+def cmd_train_lm(args: argparse.Namespace) -> int:
     from pglab.models.default_lm import ensure_default_model
     from pglab.trainers.lm import curves_figure, train_lm
     from pglab.trainers.lm.logging import Console
 
-    args = train_lm_parser().parse_args(options)
     if args.pretrain:
-        print(f"embedded default: {ensure_default_model(args.default_size or 'full', force=True)}")
+        print(f"embedded default: {ensure_default_model(getattr(args, 'default_size', 'full'), force=True)}")
         return 0
     cfg = train_lm_config(args)
     console = Console()
-    run = train_lm(cfg, log=lambda r: console.step(r) if (r["step"] - 1) % cfg.log_every == 0 or
-                   r["step"] == cfg.max_steps else None)
     out = Path(cfg.output_dir)
+    resume = ["pglab", "train-lm", *as_options(cfg, skip=("output_dir", "resume")), "--resume", str(out)]
+    run = run_or_stop(lambda: train_lm(cfg, log=lambda r: console.step(r) if (r["step"] - 1) % cfg.log_every == 0
+                                       or r["step"] == cfg.max_steps else None), out, resume)
     if run.evals:
         curves_figure({"policy": run}).savefig(out / "curves.png")
     console.evaluation(run.evals)
@@ -304,122 +292,89 @@ def cmd_train_lm(options: list[str]) -> int:
     return 0
 
 
-def train_agent_parser() -> argparse.ArgumentParser:
-    """The options of pglab train-agent: one per AgentConfig field, --quick, --out, --resume."""
-    from pglab.runtime.options import add_options
+TRAIN_AGENT = {"out": str(DEFAULT_OUT / "train-agent")}
+
+
+def train_agent_parser() -> Parser:
+    """The options of pglab train-agent: one per AgentConfig field, and --out, --resume [DIR], --quick."""
     from pglab.trainers.agent_config import AgentConfig
 
     agent = Parser(prog="pglab train-agent", description="REINFORCE / RLOO / GRPO for a Hugging Face causal LM "
                    "that writes tool calls, in BugFixEnv or your own text-turn environment")
     add_options(agent, AgentConfig)
-    agent.add_argument("--quick", action="store_true", help="reduced size: a first look in seconds")
-    agent.add_argument("--out", help=f"run folder (default {DEFAULT_OUT}/train-agent)")
-    agent.add_argument("--resume", action="store_true", help="continue the stopped run in --out")
+    add_options(agent, RunOptions, defaults=TRAIN_AGENT)
     return agent
 
 
-def cmd_train_agent(options: list[str]) -> int:
+def cmd_train_agent(args: argparse.Namespace) -> int:
     from pglab.apps.train_agent import agent_result
-    from pglab.runtime.options import from_options
     from pglab.trainers.agent_config import AgentConfig
 
-    args = train_agent_parser().parse_args(options)
-    folder = Path(args.out or Path(DEFAULT_OUT) / "train-agent")
-    check_out_folder(folder)
-    result = agent_result(from_options(AgentConfig, args), folder, quick=args.quick, resume=args.resume, echo=print)
+    cfg, run = settings(AgentConfig, args), settings(RunOptions, args, defaults=TRAIN_AGENT)
+    folder = Path(run.out)
+    resume = ["pglab", "train-agent", *as_options(cfg), *as_options(run, skip=("out", "resume")), "--resume",
+              str(folder)]
+    result = run_or_stop(lambda: agent_result(cfg, folder, quick=run.quick, resume=run.resume, echo=print), folder,
+                         resume)
     if int(os.environ.get("RANK", "0")) == 0:             # under torchrun, rank 0 alone reports
         print_result(result, folder, write_report(result, folder))
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+@dataclass(frozen=True)
+class Command:
+    """One pglab command: its line in ``pglab --help``, its options, and what it runs."""
+
+    help: str
+    """Its line in ``pglab --help``."""
+    parser: Callable[[], Parser]
+    """Its options, built when the command runs (the settings of some import torch)."""
+    run: Callable[[argparse.Namespace], int]
+    """The command itself; returns the exit status."""
+
+
+COMMANDS = {
+    "demo": Command("run the main job on the embedded default", demo_parser, cmd_demo),
+    "reproduce": Command("reproduce a book chapter's experiment", reproduce_parser, cmd_reproduce),
+    "serve": Command("the course chapter's two demos on a local web page (the web extra)", serve_parser, cmd_serve),
+    "audit": Command("exact bias and variance of a policy-gradient loss (pglab audit --list)", audit_parser,
+                     cmd_audit),
+    "bench": Command("run a speed benchmark (pglab bench --list)", bench_parser, cmd_bench),
+    "train-lm": Command("REINFORCE / RLOO / GRPO with a KL penalty on a Hugging Face causal LM", train_lm_parser,
+                        cmd_train_lm),
+    "train-agent": Command("agent RL for a Hugging Face causal LM in BugFixEnv or your own environment",
+                           train_agent_parser, cmd_train_agent),
+}
+
+
+def command_parser() -> Parser:
+    """``pglab --help``, ``--version`` and the one-line error for a missing or unknown command."""
     from pglab import __version__
 
-    parser = Parser(prog="pglab", description="A policy-gradient laboratory.")
+    parser = Parser(prog="pglab", description="A policy-gradient laboratory; pglab COMMAND --help lists a "
+                    "command's options.")
     parser.add_argument("--version", action="version", version=f"pglab {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-
-    demo = sub.add_parser("demo", help="run the main job on the embedded default")
-    demo.add_argument("--out", help="output folder root (default: runs/)")
-    demo.add_argument("--quick", action="store_true", help="reduced size: a first look in seconds")
-    demo.add_argument("--seed", type=int, default=0, help="RNG seed of the whole run (default 0)")
-    demo.add_argument("--resume", metavar="DIR", help="continue the stopped run in DIR (its output folder)")
-    demo.add_argument("--format-penalty", type=number, default=None, metavar="C",
-                      help="training cost of one malformed call, placed on its own tokens (default: the swept "
-                           "value, pglab.trainers.tinyagent.FORMAT_PENALTY)")
-    demo.set_defaults(func=cmd_demo)
-
-    rep = sub.add_parser("reproduce", help="reproduce a book chapter's experiment")
-    rep.add_argument("name", nargs="?", help="experiment name (see --list)")
-    rep.add_argument("--list", action="store_true", help="list the experiments")
-    rep.add_argument("--all", action="store_true", help="run every experiment and write index.html")
-    rep.add_argument("--seeds", type=integer, help="number of seeds (experiments that take seeds)")
-    rep.add_argument("--first-seed", type=integer, help="first RNG seed (default 0): --first-seed 20 "
-                     "--seeds 20 runs seeds 20-39")
-    rep.add_argument("--backend", choices=["serial", "process", "ray"], help="seed runner backend")
-    rep.add_argument("--out", help="output folder (default: runs/NAME; with --all, the root)")
-    rep.add_argument("--quick", action="store_true", help="reduced size, as the tests run it")
-    rep.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field")
-    rep.set_defaults(func=cmd_reproduce)
-
-    serve = sub.add_parser("serve", help="the course chapter's two demos on a local web page (the web extra)")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    serve.set_defaults(func=cmd_serve)
-
-    audit = sub.add_parser("audit", help="exact bias and variance of a policy-gradient loss (pglab audit --list)")
-    audit.add_argument("--preset", help="a named configuration (see --list)")
-    audit.add_argument("--loss", help="module:function or file.py:function with the signature "
-                       "loss_fn(logp, ref_logp, rewards, mask, group) -> scalar")
-    audit.add_argument("--list", action="store_true", help="list the presets")
-    audit.add_argument("--beta", type=float, default=0.1, help="KL price of the objective J and of a preset (0.1)")
-    audit.add_argument("--group-size", type=integer, default=4, help="replies per prompt in a batch (4)")
-    audit.add_argument("--policy", choices=["table", "gpt2"], default="table", help="parametrisation (table)")
-    audit.add_argument("--variable-length", action="store_true", help="an end token: replies of 1 or 2 tokens")
-    audit.add_argument("--prompts", type=integer, default=2, help="prompts in a batch, one group each (2)")
-    audit.add_argument("--seed", type=integer, default=0, help="RNG seed of the policy, the rewards and sampling (0)")
-    audit.add_argument("--monte-carlo", action="store_true", help="draw batches even where enumeration fits")
-    audit.add_argument("--max-batches", type=integer, default=20_000, help="enumerate up to this many batches, "
-                       "else draw --samples (20000)")
-    audit.add_argument("--samples", type=integer, default=5_000, help="batches drawn in Monte Carlo mode (5000)")
-    audit.add_argument("--json", metavar="FILE", help="also write the report as JSON")
-    audit.set_defaults(func=cmd_audit)
-
-    bench = sub.add_parser("bench", help="run a speed benchmark (pglab bench --list)")
-    bench.add_argument("name", nargs="?")
-    bench.add_argument("--list", action="store_true")
-    bench.add_argument("--all", action="store_true")
-    bench.add_argument("--quick", action="store_true")
-    bench.add_argument("--out")
-    bench.add_argument("--size", choices=["small", "large", "both"], help="lm-vs-trl: the model size(s) (default both)")
-    bench.set_defaults(func=cmd_bench)
-
-    # Its options come from RLConfig, whose module imports torch: they are parsed in cmd_train_lm, so that
-    # the other commands start without torch.
-    lm = sub.add_parser("train-lm", add_help=False, help="REINFORCE / RLOO / GRPO with a KL penalty on a Hugging Face "
-                        "causal LM (pglab train-lm --help)")
-    lm.add_argument("options", nargs=argparse.REMAINDER)
-    lm.set_defaults(func=lambda args: cmd_train_lm(args.options))
-    agent = sub.add_parser("train-agent", add_help=False, help="agent RL for a Hugging Face causal LM in BugFixEnv "
-                           "or your own environment (pglab train-agent --help)")
-    agent.add_argument("options", nargs=argparse.REMAINDER)
-    agent.set_defaults(func=lambda args: cmd_train_agent(args.options))
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        sub.add_parser(name, help=command.help, add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; bad input is one line on stderr with exit 2, Ctrl-C one line with exit 130."""
+    """Run one command; a SettingsError is one line on stderr with exit 2, Ctrl-C one line with exit 130."""
     argv = sys.argv[1:] if argv is None else argv
     try:
-        if argv[:1] == ["train-lm"]:          # its options are parsed where RLConfig (and torch) is imported
-            return cmd_train_lm(argv[1:])
-        if argv[:1] == ["train-agent"]:
-            return cmd_train_agent(argv[1:])
-        args = build_parser().parse_args(argv)
-        return args.func(args)
-    except ValueError as err:
-        print(f"pglab: {err}" if not str(err).startswith("pglab") else str(err), file=sys.stderr)
+        if not argv or argv[0] not in COMMANDS:
+            command_parser().parse_args(argv[:1])          # --help, --version, or a one-line error
+        command = COMMANDS[argv[0]]
+        return command.run(command.parser().parse_args(argv[1:]))
+    except SettingsError as err:
+        message = " ".join(str(err).splitlines())
+        print(message if message.startswith("pglab") else f"pglab: {message}", file=sys.stderr)
         return 2
+    except Interrupted as stop:
+        print(f"pglab: interrupted; {stop}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         print("pglab: interrupted; nothing was written for the unfinished run", file=sys.stderr)
         return 130

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from pglab.runtime.options import SettingsError
 from pglab.runtime.progress import Counter
 from pglab.runtime.threads import single_torch_thread
 
@@ -47,7 +48,7 @@ def _run_ray(train, seeds, kwargs, counter: Counter, workers: int) -> list[list[
     try:
         import ray
     except ImportError:
-        raise ValueError("backend='ray' needs Ray: pip install 'pglab[ray]'") from None
+        raise SettingsError("backend='ray' needs Ray: pip install 'pglab[ray]'") from None
     started_here = not ray.is_initialized()
     if started_here:
         # Workers see the caller's import path, so a train function from a script's folder resolves.

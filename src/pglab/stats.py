@@ -170,13 +170,13 @@ def prediction_half_width(values: np.ndarray, extra_se: float = 0.0) -> float:
 
 
 def check_one_more(result: Result, claim: str, values: Any, book: float, *, log: bool = False,
-                   book_se: float = 0.0) -> bool:
+                   book_se: float = 0.0, full_size: bool = False) -> bool:
     """Record the claim that the book's number is a plausible draw from our seeds' ``values`` [n].
 
     The book ran one seed; if its number came from the same distribution as ours, it lies in the
     95% prediction interval of one more of our runs (``prediction_half_width``), on a log scale
     for ratios (``log=True``). ``book_se`` is the book's own standard error where it is larger than the noise
-    of each of our runs (the book averaged fewer samples).
+    of each of our runs (the book averaged fewer samples). ``full_size``: see :meth:`Result.check`.
     """
     values = np.asarray(values, dtype=float)
     scale = np.log if log else (lambda x: x)
@@ -185,7 +185,7 @@ def check_one_more(result: Result, claim: str, values: Any, book: float, *, log:
     return result.check(claim, book, low <= book <= high, f"in [{low:.4g}, {high:.4g}]",
                         f"95% prediction interval of one more of our {len(values)} seeds (t sd sqrt(1 + 1/n)"
                         f"{' of the log' if log else ''}{f', with the book se {book_se:.2g}' if book_se else ''}; "
-                        f"ours range {values.min():.4g}-{values.max():.4g})")
+                        f"ours range {values.min():.4g}-{values.max():.4g})", full_size=full_size)
 
 
 def count_tail_p(count: int, n: int, rate: float) -> float:

@@ -55,7 +55,7 @@ def test_a_users_loss_from_a_file_and_from_a_module(tmp_path, capsys, monkeypatc
     (["audit", "--preset", "nope"], "unknown preset 'nope'"),
     (["audit", "--preset", "trl-rloo", "--group-size", "0"], "--group-size must be >= 1"),
     (["audit", "--preset", "trl-rloo", "--beta", "-1"], "--beta must be"),
-    (["audit", "--preset", "trl-rloo", "--policy", "lstm"], "invalid choice"),
+    (["audit", "--preset", "trl-rloo", "--policy", "lstm"], "expects one of ['table', 'gpt2']"),
     (["audit", "--loss", "nomodule_here:f"], "cannot import"),
     (["audit", "--loss", "justaname"], "module:function"),
     (["audit", "--preset", "trl-rloo", "--json", "/no/such/folder/a.json"], "does not exist"),

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import torch
 
 from pglab.envs.enumerable import OBJECTIVES, EnumerablePolicy
+from pglab.runtime.options import SettingsError
 from pglab.runtime.progress import Counter
 from pglab.runtime.threads import single_torch_thread
 
@@ -93,7 +94,7 @@ def _jacobian(flat: torch.Tensor, params: list[torch.Tensor]) -> torch.Tensor:
                       for p, g in zip(params, grads)], 1)
 
 
-class LossError(ValueError):
+class LossError(SettingsError):
     """A loss_fn that cannot be audited: the message says what it returned and names SIGNATURE."""
 
 

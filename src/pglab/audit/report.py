@@ -9,15 +9,18 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pglab.audit.core import AuditReport, audit_loss
 from pglab.audit.presets import PRESETS, LossFn, get_preset
 from pglab.envs.enumerable import EnumerablePolicy
+from pglab.runtime.options import SettingsError, flag_of
 
 
 @dataclass
 class AuditConfig:
-    """The settings of one ``pglab audit`` run."""
+    """The settings of one ``pglab audit`` run: a loss named by ``preset`` or by ``loss``, and the policy it is
+    audited on."""
 
     preset: str | None = None
     """A preset name (``pglab audit --list``), or None with ``loss``."""
@@ -27,7 +30,7 @@ class AuditConfig:
     """KL price of the stated objective J (and the KL coefficient of a preset)."""
     group_size: int = 4
     """Replies per prompt in a batch."""
-    policy: str = "table"
+    policy: Literal["table", "gpt2"] = "table"
     """Parametrisation: table (logits per prefix) or gpt2 (a tiny random GPT-2)."""
     variable_length: bool = False
     """Add an end token so that replies have 1 or 2 tokens (then vocab 3: two tokens and the end)."""
@@ -43,17 +46,43 @@ class AuditConfig:
     """Enumerate when the batches to list number at most this (a loss evaluation each), else draw ``samples``."""
     samples: int = 5_000
     """Batches drawn in Monte Carlo mode."""
+    json: str | None = None
+    """Also write the report, with these settings, as JSON to this file (its folder must exist)."""
+
+    def __post_init__(self) -> None:
+        if (self.preset is None) == (self.loss is None):
+            raise SettingsError("name a loss: --preset NAME (see --list) or --loss module:function")
+        if self.preset is not None and self.preset not in PRESETS:
+            raise SettingsError(f"unknown preset {self.preset!r}; `pglab audit --list` shows: {', '.join(PRESETS)}")
+        if self.policy not in ("table", "gpt2"):
+            raise SettingsError(f"--policy must be table or gpt2, got {self.policy!r}")
+        for name, low in (("group_size", 1), ("prompts", 1), ("length", 1), ("seed", 0), ("samples", 2),
+                          ("max_batches", 1)):
+            if getattr(self, name) < low:
+                raise SettingsError(f"{flag_of(AuditConfig, name)} must be >= {low}, got {getattr(self, name)}")
+        if not (math.isfinite(self.beta) and self.beta >= 0):
+            raise SettingsError(f"--beta must be a finite number >= 0, got {self.beta}")
+        if self.json is not None:
+            check_json_file(Path(self.json))
+
+
+def check_json_file(path: Path) -> None:
+    """Refuse a --json path that is a folder or whose folder does not exist, before the audit runs."""
+    if path.is_dir():
+        raise SettingsError(f"--json {path} is a folder; pass a file name (e.g. {path / 'audit.json'})")
+    if not path.absolute().parent.is_dir():
+        raise SettingsError(f"--json {path}: its folder does not exist; pass a file in an existing folder")
 
 
 def load_loss(spec: str) -> LossFn:
     """The function named by 'module:function' or 'path/to/file.py:function'."""
     target, sep, name = spec.rpartition(":")
     if not sep or not target or not name:
-        raise ValueError(f"--loss takes module:function or file.py:function, got {spec!r}")
+        raise SettingsError(f"--loss takes module:function or file.py:function, got {spec!r}")
     if target.endswith(".py"):
         path = Path(target)
         if not path.is_file():
-            raise ValueError(f"--loss {spec}: no file {path}")
+            raise SettingsError(f"--loss {spec}: no file {path}")
         module_spec = importlib.util.spec_from_file_location(path.stem, path)
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
@@ -63,9 +92,10 @@ def load_loss(spec: str) -> LossFn:
         try:
             module = importlib.import_module(target)
         except ImportError as err:
-            raise ValueError(f"--loss {spec}: cannot import {target} ({err}); run from the folder holding it") from None
+            raise SettingsError(f"--loss {spec}: cannot import {target} ({err}); run from the folder holding it") \
+                from None
     if not hasattr(module, name):
-        raise ValueError(f"--loss {spec}: {target} has no {name!r}")
+        raise SettingsError(f"--loss {spec}: {target} has no {name!r}")
     return getattr(module, name)
 
 
@@ -76,17 +106,7 @@ def make_policy(config: AuditConfig) -> EnumerablePolicy:
 
 
 def run_audit(config: AuditConfig) -> AuditReport:
-    """Validate the settings, build the loss and the policy, and audit."""
-    if (config.preset is None) == (config.loss is None):
-        raise ValueError("name a loss: --preset NAME (see --list) or --loss module:function")
-    if config.policy not in ("table", "gpt2"):
-        raise ValueError(f"--policy must be table or gpt2, got {config.policy!r}")
-    for name, low in (("group_size", 1), ("prompts", 1), ("length", 1), ("seed", 0), ("samples", 2),
-                      ("max_batches", 1)):
-        if getattr(config, name) < low:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {getattr(config, name)}")
-    if not (math.isfinite(config.beta) and config.beta >= 0):
-        raise ValueError(f"--beta must be a finite number >= 0, got {config.beta}")
+    """Build the loss and the policy of ``config``, and audit."""
     loss_fn = get_preset(config.preset, config.beta) if config.preset else load_loss(config.loss)
     return audit_loss(loss_fn, make_policy(config), beta=config.beta, group_size=config.group_size,
                       seed=config.seed, max_batches=config.max_batches, samples=config.samples,

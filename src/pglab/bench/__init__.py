@@ -7,8 +7,12 @@ that a busy machine slows both sides alike.
 from __future__ import annotations
 
 import importlib
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from pglab.reporting.result import Result, provenance
+from pglab.runtime.options import SettingsError
 
 BENCHMARKS: dict[str, str] = {
     "bandit": "vectorised bandit trainer vs a per-run loop; bandit-variance wall time",
@@ -20,10 +24,28 @@ BENCHMARKS: dict[str, str] = {
 """name -> one-line summary; the module is pglab.bench.NAME."""
 
 
-def run_benchmark(name: str, quick: bool = False, **options) -> Result:
-    """Run the benchmark ``name`` (``options``: its own settings, e.g. size); ValueError naming the known ones."""
+def benchmark(name: str) -> Callable[..., Result]:
+    """The ``run`` function of benchmark ``name``; SettingsError naming the known ones otherwise."""
     if name not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark {name!r}; `pglab bench --list` shows: {', '.join(BENCHMARKS)}")
-    result = importlib.import_module(f"pglab.bench.{name.replace('-', '_')}").run(quick=quick, **options)
+        raise SettingsError(f"unknown benchmark {name!r}; `pglab bench --list` shows: {', '.join(BENCHMARKS)}")
+    return importlib.import_module(f"pglab.bench.{name.replace('-', '_')}").run
+
+
+def takes(name: str) -> set[str]:
+    """The settings benchmark ``name`` takes besides ``quick`` (lm-vs-trl: size)."""
+    return set(inspect.signature(benchmark(name)).parameters) - {"quick"}
+
+
+def check_options(name: str, options: Mapping[str, Any]) -> None:
+    """Refuse an option that benchmark ``name`` does not take, naming the benchmarks that do."""
+    for key in sorted(set(options) - takes(name)):
+        holders = [n for n in BENCHMARKS if key in takes(n)]
+        raise SettingsError(f"bench {name} takes no --{key}; drop it (it is a setting of {', '.join(holders)})")
+
+
+def run_benchmark(name: str, quick: bool = False, **options: Any) -> Result:
+    """Run the benchmark ``name`` with its own ``options`` (e.g. size); SettingsError for one it does not take."""
+    check_options(name, options)
+    result = benchmark(name)(quick=quick, **options)
     result.provenance = result.provenance or provenance()
     return result

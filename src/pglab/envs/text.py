@@ -9,17 +9,24 @@ An environment of the protocol has
 ``reset(seed)`` decides the task: two resets with one seed pose the same task, which is how a
 trainer puts K episodes of one task in a group. ``step`` receives the decoded text of one
 assistant turn (a tool call) and answers with the tool's observation. Rewards are summed over
-the episode. ``check_step`` turns a malformed answer of a user's environment into a one-line error.
+the episode. A user's environment (``env_factory("module:factory")``) is wrapped so that each
+answer is checked as it comes: ``check_reset`` and ``check_step`` accept what gymnasium-style code
+returns (a ``(observation, info)`` reset, numpy rewards and flags) and turn anything else into a
+one-line SettingsError.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+
 from pglab.envs.bugfix import BugFixEnv, Task, make_tasks
+from pglab.runtime.options import SettingsError
 
 
 @runtime_checkable
@@ -29,27 +36,64 @@ class TextTurnEnv(Protocol):
     def step(self, text: str) -> tuple[str, float, bool, dict]: ...
 
 
+def _shown(value: Any) -> str:
+    """A value in an error message: its type, and the value itself when short."""
+    text = repr(value)
+    return f"{type(value).__name__} {text}" if len(text) <= 40 else type(value).__name__
+
+
+def check_reset(result: Any, where: str) -> str:
+    """The first observation of ``reset``: a str, or gymnasium's (str, info dict); SettingsError otherwise."""
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict):
+        result = result[0]
+    if not isinstance(result, str):
+        raise SettingsError(f"{where}: reset(seed) must return the first observation as str (or gymnasium's "
+                            f"(observation, info)), got {_shown(result)}")
+    return result
+
+
 def check_step(result: Any, where: str) -> tuple[str, float, bool, dict]:
-    """``result`` of ``step`` as (observation, reward, done, info), else ValueError naming the expected shape."""
+    """``result`` of ``step`` as (observation, reward, done, info) with a float reward and a bool done; numpy
+    numbers and bools are accepted. SettingsError naming the expected shape and the part that is wrong."""
     expected = "step(text) must return (observation: str, reward: float, done: bool, info: dict)"
     if not isinstance(result, tuple) or len(result) != 4:
         got = f"a tuple of {len(result)}" if isinstance(result, tuple) else type(result).__name__
-        raise ValueError(f"{where}: {expected}, got {got}")
+        raise SettingsError(f"{where}: {expected}, got {got}")
     observation, reward, done, info = result
-    if not isinstance(observation, str) or not isinstance(done, bool) or not isinstance(info, dict):
-        raise ValueError(f"{where}: {expected}, got ({type(observation).__name__}, {type(reward).__name__}, "
-                         f"{type(done).__name__}, {type(info).__name__})")
-    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
-        raise ValueError(f"{where}: {expected}; the reward {reward!r} is not a finite number")
-    return observation, float(reward), done, info
+    wrong = {"observation": not isinstance(observation, str),
+             "reward": isinstance(reward, (bool, np.bool_)) or not isinstance(reward, numbers.Real),
+             "done": not isinstance(done, (bool, np.bool_)), "info": not isinstance(info, dict)}
+    for name, value in zip(wrong, result):
+        if wrong[name]:
+            raise SettingsError(f"{where}: {expected}; its {name} is {_shown(value)}")
+    if not math.isfinite(reward):
+        raise SettingsError(f"{where}: {expected}; its reward {float(reward)} is not finite")
+    return observation, float(reward), bool(done), info
 
 
 def check_env(env: Any, where: str) -> TextTurnEnv:
-    """``env`` itself when it has reset(seed) and step(text), else ValueError naming the protocol."""
+    """``env`` itself when it has reset(seed) and step(text), else SettingsError naming the protocol."""
     if not callable(getattr(env, "reset", None)) or not callable(getattr(env, "step", None)):
-        raise ValueError(f"{where} returned {type(env).__name__}, not a text-turn environment: give it "
-                         "reset(seed) -> str and step(text) -> (observation, reward, done, info)")
+        raise SettingsError(f"{where} returned {type(env).__name__}, not a text-turn environment: give it "
+                            "reset(seed) -> str and step(text) -> (observation, reward, done, info)")
     return env
+
+
+class CheckedEnv:
+    """A user's environment whose every reset and step answer is checked (:func:`check_reset`, :func:`check_step`)
+    and given in the protocol's own types; ``tools()`` passes through where the environment has it."""
+
+    def __init__(self, env: Any, where: str):
+        self.env, self.where = check_env(env, where), where
+
+    def reset(self, seed: int) -> str:
+        return check_reset(self.env.reset(seed), f"{self.where}: reset")
+
+    def step(self, text: str) -> tuple[str, float, bool, dict]:
+        return check_step(self.env.step(text), f"{self.where}: step")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__.get("env"), name)        # tools(), and whatever else the environment has
 
 
 class BugFixText:
@@ -85,7 +129,7 @@ def env_factory(spec: str) -> Callable[..., TextTurnEnv]:
         return lambda split, **options: BugFixText(split, **options)
     module_name, _, name = spec.partition(":")
     if not module_name or not name:
-        raise ValueError(f"--env {spec!r}: pass bugfix or module:factory (a function returning an environment)")
+        raise SettingsError(f"--env {spec!r}: pass bugfix or module:factory (a function returning an environment)")
     import importlib
     import os
     import sys
@@ -95,12 +139,12 @@ def env_factory(spec: str) -> Callable[..., TextTurnEnv]:
     try:
         factory = getattr(importlib.import_module(module_name), name)
     except (ImportError, AttributeError) as err:
-        raise ValueError(f"--env {spec}: cannot import {name} from {module_name} ({err}); pass module:factory "
-                         "with the module importable from the current folder") from None
-    takes_split = bool(inspect.signature(factory).parameters) if callable(factory) else False
+        raise SettingsError(f"--env {spec}: cannot import {name} from {module_name} ({err}); pass module:factory "
+                            "with the module importable from the current folder") from None
     if not callable(factory):
-        raise ValueError(f"--env {spec}: {name} is not callable; pass a function that returns an environment")
-    return lambda split: check_env(factory(split) if takes_split else factory(), f"--env {spec}")
+        raise SettingsError(f"--env {spec}: {name} is not callable; pass a function that returns an environment")
+    takes_split = bool(inspect.signature(factory).parameters)
+    return lambda split: CheckedEnv(factory(split) if takes_split else factory(), f"--env {spec}")
 
 
-__all__ = ["BugFixText", "TextTurnEnv", "check_env", "check_step", "env_factory"]
+__all__ = ["BugFixText", "CheckedEnv", "TextTurnEnv", "check_env", "check_reset", "check_step", "env_factory"]

@@ -19,6 +19,7 @@ from pglab.envs.bandit import GaussianBandit
 from pglab.estimators import squared_deviations, total_variance
 from pglab.reporting.plots import new_figure
 from pglab.reporting.result import Result
+from pglab.runtime.options import SettingsError
 from pglab.runtime.progress import track
 from pglab.stats import count_tail_p, standard_error
 from pglab.trainers.bandit import committed_arm, train_bandit
@@ -74,6 +75,15 @@ class Config:
     """Seed of the torch.Generator behind every draw (``--first-seed``)."""
 
     QUICK: ClassVar[dict] = {"samples": 10_000, "race_runs": 300, "valley_points": 6}
+
+    def __post_init__(self) -> None:
+        if self.race_runs < self.demo_runs:
+            raise SettingsError(f"race_runs={self.race_runs} must be >= demo_runs={self.demo_runs}; raise race_runs")
+        start = torch.tensor(self.race_start)
+        if (start <= 0).any() or abs(float(start.sum()) - 1.0) > 1e-6:
+            raise SettingsError(f"race_start must be 3 positive probabilities summing to 1, got {self.race_start}")
+        if self.valley_points < 2 or self.samples < 2:
+            raise SettingsError("valley_points and samples must be >= 2")
 
 
 def spread_with_se(bandit: GaussianBandit, theta: torch.Tensor, baseline: float, n: int,
@@ -256,13 +266,6 @@ def race_figure(shares: dict[str, torch.Tensor], config: Config):
 
 
 def run(config: Config, result: Result) -> None:
-    if config.race_runs < config.demo_runs:
-        raise ValueError(f"race_runs={config.race_runs} must be >= demo_runs={config.demo_runs}; raise race_runs")
-    start = torch.tensor(config.race_start)
-    if (start <= 0).any() or abs(float(start.sum()) - 1.0) > 1e-6:
-        raise ValueError(f"race_start must be 3 positive probabilities summing to 1, got {config.race_start}")
-    if config.valley_points < 2 or config.samples < 2:
-        raise ValueError("valley_points and samples must be >= 2")
     result.summary = (
         f"The course chapter's bandit lab. The spread is the total variance of one single-pull estimate "
         f"(r - b)(e_a - pi). Valley: rewards {config.rewards} + {config.offset:g}, noise {config.sd:g}, uniform "

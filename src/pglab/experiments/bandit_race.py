@@ -19,6 +19,7 @@ import torch
 from pglab.envs.bandit import GaussianBandit
 from pglab.reporting.plots import new_figure
 from pglab.reporting.result import Result
+from pglab.runtime.options import SettingsError
 from pglab.stats import binomial_se
 from pglab.trainers.bandit import committed_arm, train_bandit
 
@@ -58,6 +59,13 @@ class Config:
     QUICK: ClassVar[dict] = {"rate_runs": 400}
     MIN_SEEDS: ClassVar[int] = 1
     """The demo draws and counts at least one run."""
+
+    def __post_init__(self) -> None:
+        if self.rate_runs < self.seeds:
+            raise SettingsError(f"rate_runs={self.rate_runs} must be >= seeds={self.seeds}; raise rate_runs")
+        if not 0.5 <= self.commit < 1.0:
+            raise SettingsError(f"commit must be in [0.5, 1) so that at most one arm is committed to, got "
+                                f"{self.commit}")
 
 
 def barycentric(pi: torch.Tensor) -> torch.Tensor:
@@ -107,10 +115,6 @@ def count_row(method: str, arm: torch.Tensor, best: int, shown: int) -> dict:
 
 
 def run(config: Config, result: Result) -> None:
-    if config.rate_runs < config.seeds:
-        raise ValueError(f"rate_runs={config.rate_runs} must be >= seeds={config.seeds}; raise rate_runs")
-    if not 0.5 <= config.commit < 1.0:
-        raise ValueError(f"commit must be in [0.5, 1) so that at most one arm is committed to, got {config.commit}")
     result.summary = (
         f"course-ch7's baseline race: arms pay {config.rewards} + {config.offset:g} with noise sd {config.sd:g}, "
         f"lr {config.lr:g}, {config.steps} single-pull steps from the uniform policy. A run is committed to an "

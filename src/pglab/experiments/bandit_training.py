@@ -20,6 +20,7 @@ import torch
 from pglab.envs.bandit import GaussianBandit
 from pglab.reporting.plots import median_band, new_figure, outside_legend
 from pglab.reporting.result import Result
+from pglab.runtime.options import SettingsError
 from pglab.stats import binomial_se, book_tolerance, standard_error
 from pglab.trainers.bandit import BASELINES, train_bandit
 
@@ -55,6 +56,10 @@ class Config:
     QUICK: ClassVar[dict] = {"seeds": 60}
     MIN_SEEDS: ClassVar[int] = 2
     """Standard errors over runs need two runs."""
+
+    def __post_init__(self) -> None:
+        if max(self.checkpoints) > self.steps:
+            raise SettingsError(f"checkpoints {self.checkpoints} go past steps={self.steps}; lower them or raise steps")
 
 
 def summary_rows(baseline: str, values: torch.Tensor, best_prob: torch.Tensor, config: Config,
@@ -110,8 +115,6 @@ def training_figure(values: dict[str, torch.Tensor]):
 
 
 def run(config: Config, result: Result) -> None:
-    if max(config.checkpoints) > config.steps:
-        raise ValueError(f"checkpoints {config.checkpoints} go past steps={config.steps}; lower them or raise steps")
     result.summary = (
         f"{config.seeds} REINFORCE runs per baseline on the Gaussian bandit with means {config.means}, one pull "
         f"per step, lr {config.lr:g}, from theta = 0. J is the exact value of each run's policy. The running "

@@ -19,6 +19,7 @@ import numpy as np
 from pglab.reporting.plots import new_figure
 from pglab.reporting.result import Result
 from pglab.runner import run_seeds
+from pglab.runtime.options import SettingsError
 from pglab.stats import rank_sum_p
 from pglab.trainers.cartpole import VECTOR_MODES, WEIGHTINGS, CartPoleSettings, train_cartpole
 
@@ -68,6 +69,15 @@ class Config:
     MIN_SEEDS: ClassVar[int] = 3
     """With 2 seeds per weighting the rank test's smallest p-value is 1/6, so no ordering could be shown."""
 
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.weightings) - set(WEIGHTINGS))
+        if unknown:
+            raise SettingsError(f"unknown weightings {unknown}; pass some of {', '.join(WEIGHTINGS)}")
+        if self.vector not in VECTOR_MODES:
+            raise SettingsError(f"vector must be one of {', '.join(VECTOR_MODES)}, got {self.vector!r}")
+        if not 1 <= self.final_updates <= self.updates:
+            raise SettingsError(f"final_updates must be in [1, updates={self.updates}], got {self.final_updates}")
+
 
 def final_returns(curves: np.ndarray, final_updates: int) -> np.ndarray:
     """Mean return of each run over its last ``final_updates`` updates; curves [seeds, updates] -> [seeds]."""
@@ -92,13 +102,6 @@ def curves_figure(curves: dict[str, np.ndarray], envs: int, limit: int):
 
 
 def run(config: Config, result: Result) -> None:
-    unknown = sorted(set(config.weightings) - set(WEIGHTINGS))
-    if unknown:
-        raise ValueError(f"unknown weightings {unknown}; pass some of {', '.join(WEIGHTINGS)}")
-    if config.vector not in VECTOR_MODES:
-        raise ValueError(f"vector must be one of {', '.join(VECTOR_MODES)}, got {config.vector!r}")
-    if not 1 <= config.final_updates <= config.updates:
-        raise ValueError(f"final_updates must be in [1, updates={config.updates}], got {config.final_updates}")
     seeds = range(config.first_seed, config.first_seed + config.seeds)
     curves, finals, timing = {}, {}, []
     start = time.perf_counter()

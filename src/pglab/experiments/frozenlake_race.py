@@ -19,6 +19,7 @@ import torch
 from pglab.reporting.plots import median_band, new_figure, outside_legend, reference_line
 from pglab.reporting.result import Result
 from pglab.runner import run_seeds
+from pglab.runtime.options import SettingsError
 from pglab.stats import book_tolerance, bootstrap_se, standard_error
 from pglab.trainers.tabular import VARIANTS, RaceJob, race_run
 
@@ -67,6 +68,12 @@ class Config:
     QUICK: ClassVar[dict] = {"seeds": 8, "updates": 100}
     MIN_SEEDS: ClassVar[int] = 3
 
+    def __post_init__(self) -> None:
+        unknown = set(self.variants) - set(VARIANTS)
+        if unknown or "normalised" not in self.variants or "centred" not in self.variants:
+            raise SettingsError(f"variants must be drawn from {VARIANTS} and include 'normalised' and 'centred'; "
+                                f"got {self.variants}")
+
 
 def trailing_mean(curves: np.ndarray, window: int) -> np.ndarray:
     """Mean over each window of ``window`` consecutive updates; curves [..., U] -> [..., U - window + 1]."""
@@ -104,10 +111,6 @@ def race_figures(runs: dict[str, dict[str, np.ndarray]], config: Config) -> dict
 
 
 def run(config: Config, result: Result) -> None:
-    unknown = set(config.variants) - set(VARIANTS)
-    if unknown or "normalised" not in config.variants or "centred" not in config.variants:
-        raise ValueError(f"variants must be drawn from {VARIANTS} and include 'normalised' and 'centred'; "
-                         f"got {config.variants}")
     result.summary = (
         f"{len(config.variants)} weightings x {config.seeds} seeds x {config.updates} updates of REINFORCE on the "
         f"calm 4x4 FrozenLake (no time limit), plain SGD at alpha = {config.alpha:g}, "

@@ -19,6 +19,7 @@ from pglab.audit import audit_loss
 from pglab.audit.presets import advantage_loss
 from pglab.envs.enumerable import EnumerablePolicy
 from pglab.reporting.result import Result
+from pglab.runtime.options import SettingsError
 from pglab.runtime.progress import track
 
 STD_EPS = 1e-6
@@ -43,6 +44,10 @@ class Config:
     """RNG seed of the policies' weights and rewards."""
 
     QUICK: ClassVar[dict] = {}
+
+    def __post_init__(self) -> None:
+        if min(self.group_sizes) < 2:
+            raise SettingsError("group_sizes must all be >= 2: a group of one has no baseline")
 
 
 def pass_fail_rewards(policy: EnumerablePolicy, rates: tuple[float, ...]) -> torch.Tensor:
@@ -136,8 +141,6 @@ def aggregation_rows(config: Config) -> list[dict]:
 
 
 def run(config: Config, result: Result) -> None:
-    if min(config.group_sizes) < 2:
-        raise ValueError("group_sizes must all be >= 2: a group of one has no baseline")
     result.summary = (
         "Exact expectations of GRPO-style estimators by enumeration of every group (beta = 0, J = E[r]): the group "
         "mean with the reply's own reward against leave-one-out, std scaling over prompts of different pass rates "

@@ -19,6 +19,7 @@ import torch
 from pglab.audit import audit_loss, placement_loss
 from pglab.envs.enumerable import EnumerablePolicy
 from pglab.reporting.result import Result
+from pglab.runtime.options import SettingsError
 from pglab.runtime.progress import track
 from pglab.trainers.enumerable import ascend_objective, train_sampled
 
@@ -59,6 +60,10 @@ class Config:
     """RNG seed of the weights and rewards (the GPT-2 policy uses first_seed + 1) and of training."""
 
     QUICK: ClassVar[dict] = {"fixed_point_steps": 1000}
+
+    def __post_init__(self) -> None:
+        if self.group_size < 2:
+            raise SettingsError("group_size must be >= 2: the leave-one-out baseline needs another reply")
 
 
 def label(kind: str, place: str, rtg: bool, corrected: bool) -> str:
@@ -151,8 +156,6 @@ def _describe_log(policy: EnumerablePolicy, logp: torch.Tensor, star: torch.Tens
 
 
 def run(config: Config, result: Result) -> None:
-    if config.group_size < 2:
-        raise ValueError("group_size must be >= 2: the leave-one-out baseline needs another reply")
     result.summary = (
         f"{len(CONFIGURATIONS)} KL placements audited exactly on a table and a GPT-2 policy ({config.prompts} prompts, "
         f"{config.vocab} tokens, replies of {' and '.join(map(str, config.lengths))} tokens, beta "

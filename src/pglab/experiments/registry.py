@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import time
-import types
 import typing
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 from pglab.reporting.result import Result, provenance
+from pglab.runtime.options import SettingsError, check_type, parse_value
 
 CATALOGUE: dict[str, tuple[str, str]] = {
     "bandit-variance": ("bandit_variance", "score-function estimator on a Gaussian bandit vs closed forms "
@@ -57,7 +57,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                            "(agents-ch6 §6.8)"),
     "hf-agent": ("hf_agent_reinforce", "the default GPT-2 agent (BPE text calls, token in and token out) trained like "
                              "TinyAgent in BugFixEnv, 3 seeds, side by side (agents-ch6 §6.7)"),
-    "tinyagent-reinforce": ("tinyagent_reinforce", "80 REINFORCE steps x 64 episodes from the base agent over 3 seeds: "
+    "tinyagent-reinforce": ("tinyagent_reinforce", "80 REINFORCE steps x 64 episodes from the base agent over 5 seeds: "
                                                    "before/after, curves, behaviour (agents-ch6 §6.7)"),
     "lm-kl": ("lm_kl", "leave-one-out REINFORCE on the embedded tiny GPT-2, beta 0 / 0.05 / 0.2 (llm-ch6 §6.11-6.12)"),
     "lm-beta-optimum": ("lm_beta_optimum", "enumerable toy LM: training with beta approaches pi* ~ ref exp(r / beta) "
@@ -73,8 +73,11 @@ CATALOGUE: dict[str, tuple[str, str]] = {
 @dataclass(frozen=True)
 class Experiment:
     name: str
+    """The name ``pglab reproduce`` takes."""
     module_name: str
+    """Its module in pglab.experiments."""
     summary: str
+    """One line for ``pglab reproduce --list``."""
 
     def module(self) -> ModuleType:
         return importlib.import_module(f"pglab.experiments.{self.module_name}")
@@ -88,12 +91,20 @@ class Experiment:
         hints = typing.get_type_hints(self.config_cls)
         return {f.name: hints[f.name] for f in dataclasses.fields(self.config_cls)}
 
+    def parse(self, key: str, text: str) -> Any:
+        """The text of ``--set KEY=VALUE`` as the setting's type (SettingsError naming the setting otherwise)."""
+        fields = self.fields()
+        if key not in fields:
+            raise SettingsError(f"experiment {self.name!r} has no setting {key!r}; its settings: {', '.join(fields)}")
+        return parse_value(text, fields[key], f"{self.name}: {key}")
+
     def config(self, quick: bool = False, **overrides: Any) -> Any:
         """A Config with defaults, then the QUICK overrides (if asked), then ``overrides``, each type-checked."""
         fields = self.fields()
         unknown = sorted(set(overrides) - set(fields))
         if unknown:
-            raise ValueError(f"experiment {self.name!r} has no setting(s) {unknown}; its settings: {sorted(fields)}")
+            raise SettingsError(f"experiment {self.name!r} has no setting(s) {unknown}; its settings: "
+                                f"{sorted(fields)}")
         values = dict(getattr(self.config_cls, "QUICK", {})) if quick else {}
         values.update({k: check_type(f"{self.name}: {k}", v, fields[k]) for k, v in overrides.items()})
         config = self.config_cls(**values)
@@ -104,66 +115,26 @@ class Experiment:
         """Refuse a seed count below the experiment's MIN_SEEDS and a negative first seed."""
         least = getattr(self.config_cls, "MIN_SEEDS", 1)
         if hasattr(config, "seeds") and config.seeds < least:
-            raise ValueError(f"{self.name} needs --seeds >= {least}, got {config.seeds}")
+            raise SettingsError(f"{self.name} needs --seeds >= {least}, got {config.seeds}")
         if getattr(config, "first_seed", 0) < 0:
-            raise ValueError(f"{self.name}: --first-seed must be >= 0, got {config.first_seed}")
+            raise SettingsError(f"{self.name}: --first-seed must be >= 0, got {config.first_seed}")
 
     def run(self, quick: bool = False, command: str | None = None, **overrides: Any) -> Result:
         """Run with the given settings and return the Result (its header, provenance and the metric ``wall seconds``
         filled in here)."""
         config = self.config(quick=quick, **overrides)
-        result = Result(self.name, dataclasses.asdict(config), provenance=provenance(command))
+        result = Result(self.name, dataclasses.asdict(config), provenance=provenance(command), quick=quick)
         started = time.perf_counter()
         self.module().run(config, result)
         result.metrics["wall seconds"] = time.perf_counter() - started
         return result
 
 
-def check_type(label: str, value: Any, annotation: Any) -> Any:
-    """``value`` as the type ``annotation`` names (int -> float and list -> tuple are accepted); ValueError else."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        for option in typing.get_args(annotation):
-            try:
-                return check_type(label, value, option)
-            except ValueError:
-                pass
-        raise ValueError(f"{label} expects {_type_name(annotation)}, got {value!r}")
-    if origin is typing.Literal:
-        if value in typing.get_args(annotation):
-            return value
-        raise ValueError(f"{label} expects one of {list(typing.get_args(annotation))}, got {value!r}")
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise ValueError(f"{label} expects a tuple such as (1, 2), got {value!r}")
-        args = typing.get_args(annotation)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(check_type(label, v, args[0]) for v in value)
-        if len(args) != len(value):
-            raise ValueError(f"{label} expects {len(args)} values, got {len(value)}")
-        return tuple(check_type(label, v, a) for v, a in zip(value, args))
-    if annotation is type(None):
-        if value is None:
-            return None
-    elif annotation is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif annotation is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif annotation is Any or isinstance(value, annotation):
-        return value
-    raise ValueError(f"{label} expects {_type_name(annotation)}, got {value!r}")
-
-
-def _type_name(annotation: Any) -> str:
-    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
-
-
 def get_experiment(name: str) -> Experiment:
-    """The experiment called ``name``; ValueError listing the known names otherwise."""
+    """The experiment called ``name``; SettingsError listing the known names otherwise."""
     if name not in CATALOGUE:
-        raise ValueError(f"unknown experiment {name!r}; `pglab reproduce --list` shows: {', '.join(sorted(CATALOGUE))}")
+        raise SettingsError(f"unknown experiment {name!r}; `pglab reproduce --list` shows: "
+                            f"{', '.join(sorted(CATALOGUE))}")
     module_name, summary = CATALOGUE[name]
     return Experiment(name, module_name, summary)
 

@@ -23,6 +23,7 @@ import torch
 from pglab.envs.tokenworld import TokenWorld
 from pglab.reporting.plots import new_figure, outside_legend
 from pglab.reporting.result import Result
+from pglab.runtime.options import SettingsError
 from pglab.runtime.threads import single_torch_thread
 from pglab.stats import book_tolerance, bootstrap_se, mean_gap, sd_ratio
 from pglab.trainers.tokenworld import train_tokenworld
@@ -92,6 +93,11 @@ class Config:
     QUICK: ClassVar[dict] = {"seeds": 40, "bootstrap": 300}
     MIN_SEEDS: ClassVar[int] = 2
     """The spread over runs is a standard deviation: it needs two runs."""
+
+    def __post_init__(self) -> None:
+        if self.updates < SPREAD_AT:
+            raise SettingsError(f"updates={self.updates} is too short: pass at least {SPREAD_AT} (the spread is "
+                                f"compared at update {SPREAD_AT})")
 
 
 def method_names(lambdas: tuple[float, ...]) -> dict[str, float | None]:
@@ -251,9 +257,6 @@ def curves_figure(curves: dict[float, dict[str, np.ndarray]], shift: float):
 
 
 def run(config: Config, result: Result) -> None:
-    if config.updates < SPREAD_AT:
-        raise ValueError(f"updates={config.updates} is too short: pass at least {SPREAD_AT} (the spread is compared "
-                         f"at update {SPREAD_AT})")
     result.summary = (
         f"{config.seeds} runs x {config.updates} updates x {config.episodes} replies in the 6-token world, from "
         f"P(A) = {config.init_p_a:g} everywhere; success is the exact success probability of each run's policy. "

@@ -26,6 +26,7 @@ from pglab.models.logits import (
     shares_prompt,
 )
 from pglab.runtime.distributed import unwrap
+from pglab.runtime.options import SettingsError
 
 
 def reply_logits(model: torch.nn.Module, ids: torch.Tensor, start: int, group_size: int = 1,
@@ -124,15 +125,15 @@ def check_model(name: str) -> None:
     folder = Path(name)
     if folder.is_dir():
         if not (folder / "config.json").exists():
-            raise ValueError(f"--model {name} has no config.json; pass a folder written by save_pretrained")
+            raise SettingsError(f"--model {name} has no config.json; pass a folder written by save_pretrained")
         return
     try:
         from transformers.utils import cached_file
 
         cached_file(name, "config.json", local_files_only=True)
     except Exception:  # noqa: BLE001 - HF raises OSError, ValueError or HFValidationError by the name's form
-        raise ValueError(f"--model {name}: no such folder, and no hub model of that name in the local cache; "
-                         "pass a folder written by save_pretrained (no network is used)") from None
+        raise SettingsError(f"--model {name}: no such folder, and no hub model of that name in the local cache; "
+                            "pass a folder written by save_pretrained (no network is used)") from None
 
 
 def load_causal_lm(name: str, default_size: str = "full", progress: bool = True,
@@ -145,7 +146,7 @@ def load_causal_lm(name: str, default_size: str = "full", progress: bool = True,
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
     except ImportError as err:
-        raise ValueError("Hugging Face models need transformers: pip install 'pglab[lm]'") from err
+        raise SettingsError("Hugging Face models need transformers: pip install 'pglab[lm]'") from err
     hf_logging.disable_progress_bar()   # weight-loading bars would interleave with the trainer's lines
     from pglab.models.default_lm import default_model_dir, ensure_default_model
 
@@ -163,8 +164,8 @@ def load_causal_lm(name: str, default_size: str = "full", progress: bool = True,
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
     except (OSError, ValueError) as err:
-        raise ValueError(f"cannot load --model {name}: {err}".splitlines()[0] +
-                         "; pass a folder written by save_pretrained (no network is used)") from None
+        raise SettingsError(f"cannot load --model {name}: {err}".splitlines()[0] +
+                            "; pass a folder written by save_pretrained (no network is used)") from None
     return fuse_activations(model), tokenizer
 
 

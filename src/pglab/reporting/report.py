@@ -75,11 +75,7 @@ def _jsonable(value: Any) -> Any:
 
 def _claim_rows(result: Result) -> list[dict[str, Any]]:
     return [{"claim": c.claim, "measured": c.value, "expected": c.expected, "tolerance": c.tolerance,
-             "ok": "yes" if c.passed else "NO"} for c in result.checks]
-
-
-def _status(result: Result) -> str:
-    return "all claims hold" if result.passed else f"{len(result.failed_checks())} claim(s) FAILED"
+             "ok": c.status} for c in result.checks]
 
 
 def _settings_rows(mapping: dict[str, Any], key: str) -> list[dict[str, Any]]:
@@ -92,7 +88,7 @@ def render_markdown(result: Result) -> str:
     if result.summary:
         parts += [result.summary.strip(), ""]
     if result.checks:
-        parts += [f"## Claims ({_status(result)})", "", markdown_table(_claim_rows(result)), ""]
+        parts += [f"## Claims ({result.status})", "", markdown_table(_claim_rows(result)), ""]
     if result.metrics:
         parts += ["## Metrics", "", markdown_table(_settings_rows(result.metrics, "metric")), ""]
     for name, rows in result.tables.items():
@@ -106,7 +102,8 @@ def render_markdown(result: Result) -> str:
 
 
 def html_table(rows: list[dict[str, Any]]) -> str:
-    """Rows of dicts -> an HTML table (columns in order of first appearance); a cell "NO" is marked failed."""
+    """Rows of dicts -> an HTML table (columns in order of first appearance); a cell "NO" is marked failed, a cell
+    "not evaluated" muted."""
     if not rows:
         return "<p><em>(empty)</em></p>"
     columns = _columns(rows)
@@ -116,7 +113,7 @@ def html_table(rows: list[dict[str, Any]]) -> str:
         cells = []
         for c in columns:
             text = format_value(row.get(c, ""))
-            cls = ' class="fail"' if text == "NO" else ""
+            cls = {"NO": ' class="fail"', "not evaluated": ' class="unjudged"'}.get(text, "")
             cells.append(f"<td{cls}>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -125,7 +122,7 @@ def html_table(rows: list[dict[str, Any]]) -> str:
 _STYLE = ("body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}"
           "table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:14px}"
           "th,td{padding:4px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}"
-          "th{background:#f4f4f4}td.fail{color:#b00;font-weight:bold}img{max-width:100%}"
+          "th{background:#f4f4f4}td.fail{color:#b00;font-weight:bold}td.unjudged{color:#888}img{max-width:100%}"
           ".fail-banner{color:#b00}")
 
 
@@ -139,7 +136,7 @@ def render_html(result: Result) -> str:
         parts.append(f"<p>{html.escape(result.summary.strip())}</p>")
     if result.checks:
         cls = "" if result.passed else " class='fail-banner'"
-        parts.append(f"<h2{cls}>Claims ({html.escape(_status(result))})</h2>{html_table(_claim_rows(result))}")
+        parts.append(f"<h2{cls}>Claims ({html.escape(result.status)})</h2>{html_table(_claim_rows(result))}")
     if result.metrics:
         parts.append(f"<h2>Metrics</h2>{html_table(_settings_rows(result.metrics, 'metric'))}")
     for name, rows in result.tables.items():
@@ -183,6 +180,7 @@ def write_report(result: Result, out_dir: str | Path) -> list[Path]:
             "tables": result.tables,
             "checks": [asdict(c) for c in result.checks],
             "passed": result.passed,
+            "quick": result.quick,
             "figures": [f"{name}.png" for name in result.figures],
             "provenance": result.provenance,
         }
@@ -203,12 +201,13 @@ def write_report(result: Result, out_dir: str | Path) -> list[Path]:
     return sorted((out / n for n in names), key=lambda p: (order.get(p.name, 3), p.suffix, p.name))
 
 
-def write_index(entries: list[tuple[str, Path, bool]], out_dir: str | Path) -> Path:
-    """index.html linking every report.html: entries are (experiment name, its folder, all claims held)."""
+def write_index(entries: list[tuple[Result, Path]], out_dir: str | Path) -> Path:
+    """index.html linking every report.html: entries are (an experiment's Result, its folder)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for name, folder, passed in entries:
+    for result, folder in entries:
+        name, status = result.name, html.escape(result.status)
         rel = folder.relative_to(out) if folder.is_relative_to(out) else folder
         figures = "".join(
             f'<a href="{html.escape(str(rel / p.name))}"><img src="{html.escape(str(rel / p.name))}" height="120"></a>'
@@ -216,7 +215,7 @@ def write_index(entries: list[tuple[str, Path, bool]], out_dir: str | Path) -> P
         )
         rows.append(
             f'<tr><td><a href="{html.escape(str(rel / "report.html"))}">{html.escape(name)}</a></td>'
-            f'<td>{"all claims hold" if passed else "<b>claims failed</b>"}</td><td>{figures}</td></tr>'
+            f'<td>{status if result.passed else f"<b>{status}</b>"}</td><td>{figures}</td></tr>'
         )
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>pglab results</title>"
@@ -253,8 +252,9 @@ def print_result(result: Result, folder: Path | None = None, written: list[Path]
         table = Table(title="claims", title_justify="left")
         for c in ("claim", "measured", "expected", "ok"):
             table.add_column(c)
+        colour = {"yes": "green", "NO": "red", "not evaluated": "yellow"}
         for check in result.checks:
-            ok = "[green]yes[/green]" if check.passed else "[red]NO[/red]"
+            ok = f"[{colour[check.status]}]{check.status}[/{colour[check.status]}]"
             table.add_row(escape(check.claim), format_value(check.value), escape(check.expected), ok)
         console.print(table)
     if folder is not None:

@@ -7,15 +7,19 @@ and the recipes of the embedded default agent (each recipe is its own cache key)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
+from pglab.estimators.advantages import KINDS, uses_groups
+from pglab.runtime.options import SettingsError, flag_of, option
 from pglab.trainers.tinyagent import FORMAT_PENALTY
 
 
 @dataclass
 class AgentConfig:
-    """Settings of ``pglab train-agent`` (``--field-name VALUE``)."""
+    """Settings of ``pglab train-agent`` (``--field-name VALUE``; TRL's ``--max-steps`` and ``--num-generations``
+    are accepted for ``--steps`` and ``--group-size``)."""
 
     model: str = "default"
     """default (the embedded tiny GPT-2 agent) or a folder written by save_pretrained, with its tokenizer."""
@@ -27,13 +31,14 @@ class AgentConfig:
     """reinforce (EMA baseline) | rloo | grpo | dr_grpo (groups of --group-size episodes of one task)."""
     beta: float = 0.0
     """Price of one nat of KL to the starting policy, k1 per token in the reward (0: no reference pass)."""
-    format_penalty: float = FORMAT_PENALTY
-    """Cost of a malformed call in training, on that call's own tokens (BugFixEnv only; 0: none)."""
-    steps: int = 80
+    format_penalty: float | None = None
+    """Cost of a malformed call in training, on that call's own tokens (BugFixEnv only: your environment's reward
+    is its own; None: the swept value FORMAT_PENALTY in BugFixEnv, 0 in yours)."""
+    steps: int = option(80, aliases=("max-steps",))
     """Optimiser steps."""
     episodes_per_step: int = 64
     """Episodes per step (the global batch under torchrun)."""
-    group_size: int = 4
+    group_size: int = option(4, aliases=("num-generations",))
     """Episodes per drawn task for rloo, grpo and dr_grpo."""
     learning_rate: float = 2e-3
     """Adam step size."""
@@ -50,20 +55,44 @@ class AgentConfig:
     device: str = "cpu"
     """cpu | cuda."""
 
+    def __post_init__(self) -> None:
+        if self.format_penalty is None:
+            self.format_penalty = FORMAT_PENALTY if self.env == "bugfix" else 0.0
+        self.validate()
+
     def validate(self) -> None:
-        """Raise ValueError naming the fix for any inconsistent setting."""
+        """Raise SettingsError naming the fix for any inconsistent setting (run when the settings are made)."""
         for name in ("steps", "episodes_per_step", "group_size", "max_call_tokens", "max_obs_tokens", "eval_every",
                      "eval_per_task"):
             if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if self.seed < 0 or self.beta < 0 or self.format_penalty < 0 or self.learning_rate <= 0:
-            raise ValueError("pass --seed >= 0, --beta >= 0, --format-penalty >= 0 and --learning-rate > 0")
-        if self.default_size not in DEFAULT_AGENT:
-            raise ValueError(f"unknown --default-size {self.default_size!r}; pass one of {', '.join(DEFAULT_AGENT)}")
-        if self.device not in ("cpu", "cuda"):
-            raise ValueError(f"unknown --device {self.device!r}; pass cpu or cuda")
+                raise SettingsError(f"{flag_of(AgentConfig, name)} must be at least 1, got {getattr(self, name)}")
+        if self.seed < 0 or self.beta < 0 or not 0 <= self.format_penalty < float("inf") or self.learning_rate <= 0:
+            raise SettingsError("pass --seed >= 0, --beta >= 0, --format-penalty >= 0 and --learning-rate > 0")
+        if self.env != "bugfix" and self.format_penalty:
+            raise SettingsError(f"--format-penalty prices BugFixEnv's malformed calls, and --env {self.env} rewards "
+                                "its own way: drop --format-penalty (or charge malformed calls in your step's reward)")
+        for name, value, known in (("advantage", self.advantage, KINDS), ("default-size", self.default_size,
+                                   tuple(DEFAULT_AGENT)), ("device", self.device, ("cpu", "cuda"))):
+            if value not in known:
+                raise SettingsError(f"unknown --{name} {value!r}; pass one of {', '.join(known)}")
+        if uses_groups(self.advantage) and self.episodes_per_step % self.group_size:
+            raise SettingsError(f"--advantage {self.advantage} draws whole groups: pass an --episodes-per-step that is "
+                                f"a multiple of --group-size {self.group_size}, not {self.episodes_per_step}")
         if self.device == "cuda" and not torch.cuda.is_available():
-            raise ValueError("--device cuda but torch sees no CUDA device; pass --device cpu")
+            raise SettingsError("--device cuda but torch sees no CUDA device; pass --device cpu")
+        if self.model != "default":
+            check_model_folder(self.model)
+
+
+def check_model_folder(model: str) -> None:
+    """Refuse a --model folder without a model (config.json) or without a tokenizer beside it."""
+    path = Path(model)
+    if not (path / "config.json").is_file():
+        raise SettingsError(f"--model {model} holds no model (no config.json); pass default or a folder written by "
+                            "save_pretrained")
+    if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+        raise SettingsError(f"--model {model} has no tokenizer; save it beside the model with "
+                            "tokenizer.save_pretrained(folder)")
 
 
 QUICK = {"steps": 3, "episodes_per_step": 8, "eval_every": 3, "eval_per_task": 1}
@@ -81,4 +110,4 @@ DEFAULT_AGENT = {
 behaviour-cloning schedule; ``quick`` (``--quick`` and the tests) is built in seconds."""
 
 
-__all__ = ["DEFAULT_AGENT", "QUICK", "AgentConfig"]
+__all__ = ["DEFAULT_AGENT", "QUICK", "AgentConfig", "check_model_folder"]

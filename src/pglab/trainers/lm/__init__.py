@@ -4,8 +4,8 @@ config (RLConfig), train (train_lm), eval (replies scored under policy and refer
 the worked example), rewards (``--reward`` specs), toy (an LM small enough to enumerate).
 """
 
-from pglab.trainers.lm.config import RLConfig, config_help
+from pglab.trainers.lm.config import RLConfig
 from pglab.trainers.lm.eval import curves_figure, distinct_n
 from pglab.trainers.lm.train import LMRun, train_lm
 
-__all__ = ["LMRun", "RLConfig", "config_help", "curves_figure", "distinct_n", "train_lm"]
+__all__ = ["LMRun", "RLConfig", "curves_figure", "distinct_n", "train_lm"]

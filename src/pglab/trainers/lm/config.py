@@ -8,7 +8,8 @@ import torch
 
 from pglab.estimators.advantages import KINDS, SCALES, uses_groups
 from pglab.estimators.losses import MODES
-from pglab.runtime.options import field_docs
+from pglab.models.default_lm import SIZES
+from pglab.runtime.options import SettingsError, check_folder, flag_of, option
 from pglab.trainers.update import KL_IN
 
 SCHEDULES = ("constant", "linear", "cosine")
@@ -20,7 +21,11 @@ STDS = {"population": {"unbiased": False, "eps": 1e-8}, "sample": {"unbiased": T
 
 @dataclass
 class RLConfig:
-    """Settings of ``train_lm`` (CLI: ``pglab train-lm --field-name VALUE``); TRL's names where TRL has one."""
+    """Settings of ``train_lm`` (CLI: ``pglab train-lm --field-name VALUE``); TRL's names where TRL has one.
+
+    The CLI spells three fields as every pglab command does and accepts TRL's spelling too: ``--steps``
+    (``--max-steps``), ``--group-size`` (``--num-generations``) and ``--out`` (``--output-dir``).
+    """
 
     model: str = "default"
     """A causal-LM folder (or hub id) for AutoModelForCausalLM.from_pretrained; "default": the embedded tiny GPT-2."""
@@ -36,7 +41,7 @@ class RLConfig:
     """The dataset column of the prompts (text, or chat messages); the other columns are passed to the rewards."""
     chat_template: str = "auto"
     """auto: chat-message prompts go through the tokenizer's template (as TRL) | always: text prompts too | never."""
-    max_steps: int = 200
+    max_steps: int = option(200, flag="steps", aliases=("max-steps",))
     """Optimiser steps."""
     learning_rate: float = 1e-3
     """Adam step size (fused Adam where torch has it), at the peak of the schedule."""
@@ -63,7 +68,7 @@ class RLConfig:
     """Module names LoRA adapts (empty: peft's default for the architecture)."""
     prompts_per_step: int = 16
     """Prompts per step (the global batch under torchrun; divisible by the number of processes)."""
-    num_generations: int = 4
+    num_generations: int = option(4, flag="group-size", aliases=("num-generations",))
     """Replies sampled per prompt (K, the group of RLOO and GRPO)."""
     prompt_length: int | None = None
     """Cut every prompt to its first this-many tokens, dropping shorter ones (None: whole; synthetic reviews: 8)."""
@@ -107,7 +112,7 @@ class RLConfig:
     """Also evaluate (and keep samples) after these steps."""
     samples: int = 4
     """Samples kept per evaluation."""
-    output_dir: str | None = None
+    output_dir: str | None = option(None, flag="out", aliases=("output-dir",))
     """Folder for metrics.jsonl, eval.jsonl, checkpoint.pt and the final policy (CLI: runs/train-lm; None: none)."""
     report_to: str = "none"
     """none | tensorboard (scalars under output_dir/tensorboard; needs the tensorboard package)."""
@@ -116,55 +121,63 @@ class RLConfig:
     checkpoint_every: int = 50
     """Write checkpoint.pt (atomically) every this-many steps, and at the end (0: only at the end)."""
     resume: bool = False
-    """Continue from output_dir/checkpoint.pt (exact on CPU: the same numbers as an uninterrupted run)."""
+    """Continue from output_dir/checkpoint.pt (exact on CPU: the same numbers as an uninterrupted run); CLI:
+    --resume continues the run in --out, --resume DIR the run in DIR."""
+
+    def __post_init__(self) -> None:
+        self.validate()
 
     def validate(self) -> None:
-        """Raise ValueError naming the fix for any inconsistent setting."""
+        """Raise SettingsError naming the fix for any inconsistent setting (run when the settings are made)."""
         positive = ("max_steps", "prompts_per_step", "max_completion_length", "eval_prompts", "eval_generations",
                     "gradient_accumulation_steps", "num_iterations", "log_every")
         for name in positive:
             if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+                raise SettingsError(f"{flag_of(RLConfig, name)} must be at least 1, got {getattr(self, name)}")
         if self.prompt_length is not None and self.prompt_length < 1:
-            raise ValueError(f"--prompt-length must be at least 1 (or None: whole prompts), got {self.prompt_length}")
+            raise SettingsError(f"--prompt-length must be at least 1 (or None: whole prompts), got "
+                                f"{self.prompt_length}")
         for name, value, known in (("advantage", self.advantage, KINDS), ("kl-in", self.kl_in, KL_IN),
                                    ("scale-rewards", self.scale_rewards, SCALES),
                                    ("std", self.std, STDS),
                                    ("aggregation", self.aggregation or "token_mean", MODES),
                                    ("device", self.device, ("cpu", "cuda")),
+                                   ("default-size", self.default_size, tuple(SIZES)),
                                    ("lr-scheduler-type", self.lr_scheduler_type, SCHEDULES),
                                    ("chat-template", self.chat_template, CHAT_TEMPLATES),
                                    ("report-to", self.report_to, REPORT_TO)):
             if value not in known:
-                raise ValueError(f"unknown --{name} {value!r}; pass one of {', '.join(known)}")
+                raise SettingsError(f"unknown --{name} {value!r}; pass one of {', '.join(known)}")
         if uses_groups(self.advantage) and self.num_generations < 2:
-            raise ValueError(f"--advantage {self.advantage} compares replies to one prompt: "
-                             "pass --num-generations >= 2")
+            raise SettingsError(f"--advantage {self.advantage} compares replies to one prompt: "
+                                "pass --group-size >= 2")
         if self.beta < 0 or self.learning_rate <= 0:
-            raise ValueError("pass --beta >= 0 and --learning-rate > 0")
+            raise SettingsError("pass --beta >= 0 and --learning-rate > 0")
         if not self.temperature > 0 or not 0 < self.top_p <= 1:
-            raise ValueError(f"pass --temperature > 0 and 0 < --top-p <= 1, got {self.temperature} and {self.top_p}")
+            raise SettingsError(f"pass --temperature > 0 and 0 < --top-p <= 1, got {self.temperature} and {self.top_p}")
         if self.warmup_steps < 0 or not 0 <= self.warmup_ratio < 1:
-            raise ValueError("pass --warmup-steps >= 0 and 0 <= --warmup-ratio < 1")
+            raise SettingsError("pass --warmup-steps >= 0 and 0 <= --warmup-ratio < 1")
         if not self.epsilon > 0 or (self.epsilon_high is not None and not self.epsilon_high > 0):
-            raise ValueError("pass --epsilon > 0 (and --epsilon-high > 0 or None)")
+            raise SettingsError("pass --epsilon > 0 (and --epsilon-high > 0 or None)")
         if self.lora_r < 0 or not self.lora_alpha > 0:
-            raise ValueError("pass --lora-r >= 0 (0: no LoRA) and --lora-alpha > 0")
+            raise SettingsError("pass --lora-r >= 0 (0: no LoRA) and --lora-alpha > 0")
         specs = self.reward_specs
         if self.reward_weights and len(self.reward_weights) != len(specs):
-            raise ValueError(f"--reward-weights has {len(self.reward_weights)} weights for {len(specs)} reward "
-                             "functions; pass one weight per function in --reward (or none)")
+            raise SettingsError(f"--reward-weights has {len(self.reward_weights)} weights for {len(specs)} reward "
+                                "functions; pass one weight per function in --reward (or none)")
         if self.resume and not self.output_dir:
-            raise ValueError("--resume needs --output-dir (the folder holding checkpoint.pt)")
+            raise SettingsError("--resume needs --out (the folder holding checkpoint.pt)")
+        if self.output_dir:
+            check_folder(self.output_dir)
         if self.device == "cuda" and not torch.cuda.is_available():
-            raise ValueError("--device cuda but torch sees no CUDA device; pass --device cpu")
+            raise SettingsError("--device cuda but torch sees no CUDA device; pass --device cpu")
 
     @property
     def reward_specs(self) -> list[str]:
         """The reward functions named in ``reward`` (comma-separated)."""
         specs = [s.strip() for s in self.reward.split(",") if s.strip()]
         if not specs:
-            raise ValueError("--reward is empty; pass vader, vader-logit, hf-classifier:PATH or module:function")
+            raise SettingsError("--reward is empty; pass vader, vader-logit, hf-classifier:PATH or module:function")
         return specs
 
     @property
@@ -186,9 +199,4 @@ class RLConfig:
         return self.aggregation or ("constant" if self.advantage == "dr_grpo" else "token_mean")
 
 
-def config_help() -> dict[str, str]:
-    """Field name -> its docstring, read from RLConfig's source (for the CLI's --help)."""
-    return field_docs(RLConfig)
-
-
-__all__ = ["CHAT_TEMPLATES", "REPORT_TO", "SCHEDULES", "STDS", "RLConfig", "config_help"]
+__all__ = ["CHAT_TEMPLATES", "REPORT_TO", "SCHEDULES", "STDS", "RLConfig"]

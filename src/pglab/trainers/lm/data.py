@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from pglab.runtime.options import SettingsError
 from pglab.trainers.lm.config import RLConfig
 
 DATASET_SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -74,17 +75,17 @@ def check_prompts_source(cfg: RLConfig) -> None:
         return
     path = Path(cfg.prompts)
     if not path.exists():
-        raise ValueError(f"--prompts {cfg.prompts}: no such file or folder; pass a .txt, .jsonl, .json or .parquet "
-                         "file, or a folder written by Dataset.save_to_disk")
+        raise SettingsError(f"--prompts {cfg.prompts}: no such file or folder; pass a .txt, .jsonl, .json or .parquet "
+                            "file, or a folder written by Dataset.save_to_disk")
     if path.is_file() and path.suffix not in (".txt", *DATASET_SUFFIXES):
-        raise ValueError(f"--prompts {cfg.prompts}: unknown kind {path.suffix!r}; pass a .txt (one prompt a line), "
-                         ".jsonl, .json or .parquet file, or a save_to_disk folder")
+        raise SettingsError(f"--prompts {cfg.prompts}: unknown kind {path.suffix!r}; pass a .txt (one prompt a line), "
+                            ".jsonl, .json or .parquet file, or a save_to_disk folder")
     if path.is_dir() or path.suffix in DATASET_SUFFIXES:
         try:
             import datasets  # noqa: F401
         except ImportError:
-            raise ValueError(f"--prompts {cfg.prompts} is read with the datasets package: "
-                             "pip install 'pglab[lm]'") from None
+            raise SettingsError(f"--prompts {cfg.prompts} is read with the datasets package: "
+                                "pip install 'pglab[lm]'") from None
 
 
 def _dataset_rows(path: Path, column: str) -> tuple[dict[str, list], dict[str, list] | None]:
@@ -99,8 +100,8 @@ def _dataset_rows(path: Path, column: str) -> tuple[dict[str, list], dict[str, l
         else:
             data = datasets.Dataset.from_json(str(path))
     except Exception as err:  # noqa: BLE001 - datasets raises many kinds for an unreadable source
-        raise ValueError(f"--prompts {path}: cannot read it as a dataset ({str(err).splitlines()[0]}); "
-                         "pass a .jsonl, .json or .parquet file or a save_to_disk folder") from None
+        raise SettingsError(f"--prompts {path}: cannot read it as a dataset ({str(err).splitlines()[0]}); "
+                            "pass a .jsonl, .json or .parquet file or a save_to_disk folder") from None
     evaluation = None
     if isinstance(data, datasets.DatasetDict):
         names = list(data)
@@ -108,8 +109,8 @@ def _dataset_rows(path: Path, column: str) -> tuple[dict[str, list], dict[str, l
         evaluation = data[held].to_dict() if held else None
         data = data["train" if "train" in data else names[0]]
     if column not in data.column_names:
-        raise ValueError(f"--prompt-column {column!r} is not a column of {path} (its columns: "
-                         f"{', '.join(data.column_names)}); pass one of them")
+        raise SettingsError(f"--prompt-column {column!r} is not a column of {path} (its columns: "
+                            f"{', '.join(data.column_names)}); pass one of them")
     return data.to_dict(), evaluation
 
 
@@ -138,19 +139,19 @@ def templated(raw: list[Any], tokenizer: Any, mode: str, source: str) -> tuple[l
     """The text the model reads for each prompt, and whether the prompts are chat messages."""
     messages = [is_messages(p) for p in raw]
     if any(messages) and not all(messages):
-        raise ValueError(f"the prompts of {source} mix text and chat messages; pass one kind")
+        raise SettingsError(f"the prompts of {source} mix text and chat messages; pass one kind")
     conversational = bool(messages) and all(messages)
     if not conversational and not all(isinstance(p, str) for p in raw):
         bad = next(p for p in raw if not isinstance(p, str))
-        raise ValueError(f"a prompt of {source} is {type(bad).__name__} ({str(bad)[:40]!r}); pass text or chat "
-                         "messages (lists of {'role', 'content'})")
+        raise SettingsError(f"a prompt of {source} is {type(bad).__name__} ({str(bad)[:40]!r}); pass text or chat "
+                            "messages (lists of {'role', 'content'})")
     if mode == "never" and conversational:
-        raise ValueError(f"the prompts of {source} are chat messages: pass --chat-template auto (not never)")
+        raise SettingsError(f"the prompts of {source} are chat messages: pass --chat-template auto (not never)")
     if not conversational and mode != "always":
         return list(raw), False
     if getattr(tokenizer, "chat_template", None) is None:
-        raise ValueError(f"the prompts of {source} need a chat template and the tokenizer has none; pass a model "
-                         "whose tokenizer has one, text prompts, or --chat-template auto")
+        raise SettingsError(f"the prompts of {source} need a chat template and the tokenizer has none; pass a model "
+                            "whose tokenizer has one, text prompts, or --chat-template auto")
     chats = raw if conversational else [[{"role": "user", "content": p}] for p in raw]
     texts = [tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in chats]
     return texts, True
@@ -165,8 +166,8 @@ def tokenised(columns: dict[str, list], cfg: RLConfig, tokenizer: Any, split: st
     ids = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
     keep = [i for i, x in enumerate(ids) if len(x) >= (cut or 1)]
     if not keep:
-        raise ValueError(f"no prompt of {source} has {cut or 1} tokens; pass a smaller --prompt-length "
-                         "or longer prompts")
+        raise SettingsError(f"no prompt of {source} has {cut or 1} tokens; pass a smaller --prompt-length "
+                            "or longer prompts")
     rows = [ids[i][:cut] if cut else ids[i] for i in keep]
     shown = [tokenizer.decode(r) for r in rows] if cut else [texts[i] for i in keep]
     others = {k: [v[i] for i in keep] for k, v in columns.items() if k != cfg.prompt_column}

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pglab.runtime.options import SettingsError
+
 STEP_COLUMNS = ("step", "reward", "reward_std", "kl_k1", "loss", "grad_norm", "zero_adv_groups", "lr", "seconds")
 """The metrics of a step the console table shows (every metric goes to metrics.jsonl)."""
 EVAL_COLUMNS = ("step", "reward", "reward_se", "p_positive", "kl_exact", "kl_k1", "entropy", "ref_perplexity",
@@ -111,8 +113,8 @@ def check_report_to(report_to: str) -> None:
         try:
             import tensorboard  # noqa: F401
         except ImportError:
-            raise ValueError("--report-to tensorboard needs the tensorboard package: "
-                             "pip install 'pglab[tensorboard]' (or pass --report-to none)") from None
+            raise SettingsError("--report-to tensorboard needs the tensorboard package: "
+                                "pip install 'pglab[tensorboard]' (or pass --report-to none)") from None
 
 
 def tensorboard_logger(report_to: str, folder: Path | None) -> Callable[[str, dict], None] | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from pglab.runtime.options import SettingsError
 from pglab.trainers.lm.config import RLConfig
 
 
@@ -25,8 +26,8 @@ def check_lora(cfg: RLConfig) -> None:
         try:
             import peft  # noqa: F401
         except ImportError:
-            raise ValueError("--lora-r needs the peft package: pip install 'pglab[lora]' "
-                             "(or pass --lora-r 0)") from None
+            raise SettingsError("--lora-r needs the peft package: pip install 'pglab[lora]' "
+                                "(or pass --lora-r 0)") from None
 
 
 class Models:
@@ -42,8 +43,8 @@ class Models:
                 self.peft = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=0.0,
                                                              target_modules=targets, bias="none"))
             except ValueError as err:
-                raise ValueError(f"--lora-target-modules: {str(err).splitlines()[0]}; pass module names of "
-                                 "the model's linear layers") from None
+                raise SettingsError(f"--lora-target-modules: {str(err).splitlines()[0]}; pass module names of "
+                                    "the model's linear layers") from None
             model = self.peft.get_base_model()      # the adapters are injected in place: forwards run on it
         self.model = model.eval()
         self.copy = copy.deepcopy(model).requires_grad_(False) if cfg.beta > 0 and self.peft is None else None

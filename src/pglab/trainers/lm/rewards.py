@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+from pglab.runtime.options import SettingsError
+
 
 class Reward:
     """texts -> scores [N] (float64); ``positive_probability(texts)`` -> [N] or None when not a classifier."""
@@ -47,7 +49,7 @@ class Reward:
     def __call__(self, texts: list[str]) -> torch.Tensor:
         scores = as_scores(self.name, self._score(list(texts)), len(texts))
         if torch.isnan(scores).any():
-            raise ValueError(f"reward {self.name} returned NaN or None; return finite scores")
+            raise SettingsError(f"reward {self.name} returned NaN or None; return finite scores")
         return scores
 
     def positive_probability(self, texts: list[str]) -> torch.Tensor | None:
@@ -64,7 +66,7 @@ def vader_reward(logit: bool = False) -> Reward:
     try:
         from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
     except ImportError as err:
-        raise ValueError(f"--reward {name} needs the vaderSentiment package: pip install 'pglab[lm]'") from err
+        raise SettingsError(f"--reward {name} needs the vaderSentiment package: pip install 'pglab[lm]'") from err
     analyzer = SentimentIntensityAnalyzer()
 
     def score(texts: list[str]) -> list[float]:
@@ -86,15 +88,15 @@ def _label_index(id2label: dict, word: str, fallback: int) -> int:
 def classifier_reward(path: str, device: torch.device | str = "cpu", batch_size: int = 64) -> Reward:
     """Log-odds positive minus negative of a sequence classifier saved at ``path``; also P(positive)."""
     if not (Path(path) / "config.json").exists():
-        raise ValueError(f"--reward hf-classifier:{path}: no classifier folder there (no config.json); pass a folder "
-                         "written by save_pretrained of an AutoModelForSequenceClassification")
+        raise SettingsError(f"--reward hf-classifier:{path}: no classifier folder there (no config.json); pass a "
+                            "folder written by save_pretrained of an AutoModelForSequenceClassification")
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForSequenceClassification.from_pretrained(path).to(device).eval()
     if model.config.num_labels < 2:
-        raise ValueError(f"the classifier at {path} has {model.config.num_labels} label; pass one with "
-                         "positive and negative labels")
+        raise SettingsError(f"the classifier at {path} has {model.config.num_labels} label; pass one with "
+                            "positive and negative labels")
     pos = _label_index(model.config.id2label, "pos", 1)
     neg = _label_index(model.config.id2label, "neg", 0)
     if tokenizer.pad_token is None:
@@ -122,10 +124,10 @@ def import_callable(spec: str) -> Callable:
     try:
         fn = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as err:
-        raise ValueError(f"--reward {spec}: cannot import {attr!r} from {module_name!r} ({err}); "
-                         "pass module:function with the module in the current folder or on PYTHONPATH") from None
+        raise SettingsError(f"--reward {spec}: cannot import {attr!r} from {module_name!r} ({err}); "
+                            "pass module:function with the module in the current folder or on PYTHONPATH") from None
     if not callable(fn):
-        raise ValueError(f"--reward {spec}: {attr!r} is not callable; pass a function")
+        raise SettingsError(f"--reward {spec}: {attr!r} is not callable; pass a function")
     return fn
 
 
@@ -151,7 +153,7 @@ def make_reward(spec: str, device: torch.device | str = "cpu") -> Reward:
         return classifier_reward(spec.split(":", 1)[1], device)
     if ":" in spec:
         return callable_reward(spec)
-    raise ValueError(f"unknown reward {spec!r}; pass vader, vader-logit, hf-classifier:PATH or module:function")
+    raise SettingsError(f"unknown reward {spec!r}; pass vader, vader-logit, hf-classifier:PATH or module:function")
 
 
 @dataclass
@@ -184,10 +186,11 @@ def as_scores(name: str, values: Any, n: int) -> torch.Tensor:
     elif hasattr(values, "tolist") and not isinstance(values, (str, bytes)):
         values = values.tolist()
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise ValueError(f"reward {name} returned {type(values).__name__}; return a list of floats (or None), "
-                         "one per completion")
+        raise SettingsError(f"reward {name} returned {type(values).__name__}; return a list of floats (or None), "
+                            "one per completion")
     if len(values) != n:
-        raise ValueError(f"reward {name} returned {len(values)} scores for {n} completions; return one per completion")
+        raise SettingsError(f"reward {name} returned {len(values)} scores for {n} completions; return one per "
+                            "completion")
     out = []
     for v in values:
         if v is None:
@@ -195,11 +198,11 @@ def as_scores(name: str, values: Any, n: int) -> torch.Tensor:
         elif isinstance(v, numbers.Real) and not isinstance(v, bool):
             out.append(float(v))
         else:
-            raise ValueError(f"reward {name} returned {type(v).__name__} values (e.g. {v!r:.40}); return floats "
-                             "(or None), one per completion")
+            raise SettingsError(f"reward {name} returned {type(v).__name__} values (e.g. {v!r:.40}); return floats "
+                                "(or None), one per completion")
     scores = torch.tensor(out, dtype=torch.float64)
     if torch.isinf(scores).any():
-        raise ValueError(f"reward {name} returned inf; return finite scores (None leaves a completion unscored)")
+        raise SettingsError(f"reward {name} returned inf; return finite scores (None leaves a completion unscored)")
     return scores
 
 
@@ -224,8 +227,8 @@ class Rewards:
                 try:
                     values = fn(**batch.trl_arguments())
                 except TypeError as err:
-                    raise ValueError(f"reward {name} cannot be called as TRL's fn(prompts, completions, "
-                                     f"completion_ids, **columns): {err}; add **kwargs to its parameters") from None
+                    raise SettingsError(f"reward {name} cannot be called as TRL's fn(prompts, completions, "
+                                        f"completion_ids, **columns): {err}; add **kwargs to its parameters") from None
             else:
                 values = fn(list(batch.texts))
             columns.append(as_scores(name, values, len(batch.texts)))

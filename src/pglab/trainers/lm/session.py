@@ -18,6 +18,7 @@ from pglab.estimators import EMABaseline
 from pglab.models.hf import load_causal_lm
 from pglab.models.policy import HFPolicy
 from pglab.runtime.distributed import world, wrap
+from pglab.runtime.options import SettingsError
 from pglab.sampling.replies import reply_batch, sample_replies
 from pglab.sampling.scoring import sequence_log_probs
 from pglab.trainers.lm.config import RLConfig
@@ -58,7 +59,7 @@ class Session:
         self.banned = banned_ids(cfg, self.tokenizer).to(device)
         vocab = self.models.model.get_output_embeddings().weight.shape[0]
         if len(self.banned) and int(self.banned.max()) >= vocab:
-            raise ValueError(f"--banned-tokens has an id >= the vocabulary size {vocab}; pass ids below it")
+            raise SettingsError(f"--banned-tokens has an id >= the vocabulary size {vocab}; pass ids below it")
         self.eos = self.tokenizer.eos_token_id
         self.pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else (self.eos or 0)
         shape = {"banned": self.banned, "pad_id": self.pad, "temperature": cfg.temperature}
@@ -67,8 +68,9 @@ class Session:
         self.shape = shape
         longest = max(self.train_prompts.longest, self.eval_prompts.longest) + cfg.max_completion_length
         if self.sampler.max_length is not None and longest > self.sampler.max_length:
-            raise ValueError(f"the longest prompt plus --max-completion-length is {longest} tokens and the model takes "
-                             f"{self.sampler.max_length}; pass a smaller --prompt-length or --max-completion-length")
+            raise SettingsError(f"the longest prompt plus --max-completion-length is {longest} tokens and the model "
+                                f"takes {self.sampler.max_length}; pass a smaller --prompt-length or "
+                                "--max-completion-length")
         self.optimizer = adam(cfg, self.models.trainable())
         self.scheduler = schedule(cfg, self.optimizer)
         self.ema = EMABaseline(0.0, cfg.ema_decay)
