@@ -19,6 +19,7 @@ from pathlib import Path
 from pglab.apps.demo import BOOK_TRAINED, DEMO, valid_calls_floor
 from pglab.runtime.progress import Counter
 from pglab.sampling.episodes import episode_stats
+from pglab.trainers.loop import RunSettings
 from pglab.trainers.tinyagent import SPLITS, train_from_base
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "results"
@@ -53,7 +54,7 @@ def choose(rows: list[dict]) -> dict | None:
 
 def one_run(cost: float, seed: int) -> dict:
     """The demo's training at ``seed`` with format penalty ``cost`` -> one row of the sweep."""
-    trained = train_from_base(seed, **DEMO, format_penalty=cost, progress=False)
+    trained = train_from_base(seed, **DEMO, format_penalty=cost, run=RunSettings(progress=False))
     row = {"format_penalty": cost, "seed": seed, "seconds": round(trained["seconds"], 1)}
     for split in SPLITS:
         stats = episode_stats(trained["after"][split])

@@ -26,7 +26,7 @@ class TokenBatch:
     ids [B, T] long; attention_mask [B, T] (1 on real tokens); action_mask [B, T] (1 on policy
     tokens, 0 at position 0); owner [B, T] long (PAD, PROMPT, POLICY, TOOL); rewards [B] and/or
     token_rewards [B, T]; group [B] long (rows with the same value answer the same prompt or task);
-    logp_old and ref_logp [B, T] optional, aligned with ids; info: one dict per row.
+    logp_old and ref_logp [B, T] optional, aligned with ids; info: one entry per row (the collector's EpisodeLog).
     """
 
     ids: torch.Tensor
@@ -38,7 +38,7 @@ class TokenBatch:
     token_rewards: torch.Tensor | None = None
     logp_old: torch.Tensor | None = None
     ref_logp: torch.Tensor | None = None
-    info: list[dict[str, Any]] = field(default_factory=list)
+    info: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.ids.dim() != 2:
@@ -56,7 +56,7 @@ class TokenBatch:
         if self.action_mask[:, 0].any():
             raise ValueError("action_mask must be 0 at position 0: the first token has no log-probability")
         if self.info and len(self.info) != B:
-            raise ValueError(f"info has {len(self.info)} entries for {B} rows; pass one dict per row")
+            raise ValueError(f"info has {len(self.info)} entries for {B} rows; pass one per row")
 
     @property
     def batch_size(self) -> int:

@@ -17,7 +17,7 @@ from pglab.sampling.episodes import (
     render_episode,
 )
 from pglab.sampling.scoring import length_chunks, sequence_log_probs
-from pglab.trainers.tinyagent import format_costs
+from pglab.trainers.episodes import format_costs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -128,7 +128,7 @@ def test_user_environments_are_checked(tmp_path, monkeypatch):
 
 
 def test_a_format_cost_sits_on_the_malformed_call_not_in_the_score(agent, bpe):
-    from pglab.trainers.tinyagent import format_costs
+    from pglab.trainers.episodes import format_costs
 
     seeds = [0, 0, 1, 1]
     layout = TextLayout(bpe, max_obs_tokens=32, max_call_tokens=8)

@@ -12,16 +12,18 @@ import torch
 
 from pglab.envs.bugfix import make_tasks
 from pglab.models import TinyAgent
-from pglab.trainers.loop import CHECKPOINT, RunDir
+from pglab.trainers.episodes import ReinforceSettings
+from pglab.trainers.loop import CHECKPOINT, RunDir, RunSettings
 from pglab.trainers.tinyagent import LOG, train_reinforce
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def small_run(model, tok, **kwargs):
-    settings = dict(steps=6, batch_size=8, eval_every=3, eval_per_task=1, baseline_init=0.1, seed=3,
-                    checkpoint_every=2, progress=False)
-    return train_reinforce(model, tok, make_tasks("train"), make_tasks("heldout"), **{**settings, **kwargs})
+def small_run(model, tok, out=None, resume=False, stop_at=None, **kwargs):
+    settings = ReinforceSettings(**{**dict(steps=6, batch_size=8, eval_every=3, eval_per_task=1, baseline_init=0.1,
+                                           seed=3), **kwargs})
+    run = RunSettings(out=out, resume=resume, stop_at=stop_at, checkpoint_every=2, progress=False)
+    return train_reinforce(model, tok, make_tasks("train"), make_tasks("heldout"), settings, run)
 
 
 def test_resumed_run_reproduces_the_uninterrupted_one(cloned_agent, tok, tmp_path):

@@ -18,7 +18,7 @@ from pglab.envs.bugfix import make_tasks
 from pglab.reporting.plots import new_figure
 from pglab.reporting.result import Result, provenance
 from pglab.sampling.episodes import episode_stats
-from pglab.trainers.loop import RunDir
+from pglab.trainers.loop import RunDir, RunSettings
 from pglab.trainers.tinyagent import (
     FORMAT_PENALTY,
     SPLITS,
@@ -74,7 +74,8 @@ def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = 
         "baseline, token_mean, Adam 2e-3) to repair buggy functions through tool calls in BugFixEnv "
         f"(agents-ch6 §6.2, §6.7), each malformed call costing {format_penalty:g} on its own tokens (§6.5): "
         f"{size['steps']} steps of {size['batch_size']} episodes, seed {seed}.")
-    trained = train_from_base(seed, **size, format_penalty=format_penalty, out=out, resume=resume, echo=echo)
+    trained = train_from_base(seed, **size, format_penalty=format_penalty, run=RunSettings(out=out, resume=resume),
+                              echo=echo)
     trained["model"].save_pretrained(out / "agent")
     trained["tokenizer"].save(out / "agent" / "tokenizer.json")
     levels = {name: scripted_levels(make_tasks(name)) for name in SPLITS}

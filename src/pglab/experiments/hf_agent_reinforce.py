@@ -49,6 +49,7 @@ def run(config: Config, result: Result) -> None:
     from pglab.sampling.episodes import episode_stats
     from pglab.trainers.agent_config import AgentConfig
     from pglab.trainers.hf_agent import train_agent
+    from pglab.trainers.loop import RunSettings
     from pglab.trainers.tinyagent import learning_curve, scripted_levels, train_from_base
 
     seeds = list(range(config.first_seed, config.first_seed + config.seeds))
@@ -62,7 +63,7 @@ def run(config: Config, result: Result) -> None:
                              folder, progress=False)
         tiny = train_from_base(seed, steps=config.steps, batch_size=config.episodes_per_step,
                                eval_per_task=config.eval_per_task, stats_per_task=config.eval_per_task,
-                               progress=False)
+                               run=RunSettings(progress=False))
         found = {"seed": seed, "hf_seconds": hf["run"]["seconds"], "tiny_seconds": tiny["run"]["seconds"]}
         for split in SPLIT_TASKS:
             for agent, stats in (("base", episode_stats(hf["before"][split])),

@@ -83,6 +83,7 @@ def correlation_with_step(values: list[float]) -> float:
 
 def run(config: Config, result: Result) -> None:
     from pglab.sampling.episodes import episode_stats
+    from pglab.trainers.loop import RunSettings
     from pglab.trainers.tinyagent import (
         before_after_rows,
         behaviour_rows,
@@ -100,7 +101,7 @@ def run(config: Config, result: Result) -> None:
     for k, seed in enumerate(seeds):
         trained = train_from_base(seed, steps=config.steps, batch_size=config.batch_size,
                                   eval_every=config.eval_every, eval_per_task=config.eval_per_task,
-                                  stats_per_task=config.stats_per_task, progress=False)
+                                  stats_per_task=config.stats_per_task, run=RunSettings(progress=False))
         run_ = trained["run"]
         rows += [{"seed": seed, **row} for row in before_after_rows(trained)]
         training += [{"seed": seed, **row} for row in every(run_["history"], run_["evals"], config.eval_every)]

@@ -191,7 +191,7 @@ def sample_tokens(logits: torch.Tensor, generator: torch.Generator,
     return tokens.tolist(), logp.gather(1, tokens[:, None])[:, 0].tolist()
 
 
-def sample_calls(prefixes: Prefixes, logits: torch.Tensor, layout: Layout, rows: list[int],
+def _sample_calls(prefixes: Prefixes, logits: torch.Tensor, layout: Layout, rows: list[int],
                  generator: torch.Generator, temperature: float) -> dict[int, tuple[list[int], list[float], str]]:
     """Every row writes one call, token by token, in lockstep -> {row: (ids, log-probs, stop)}.
 
@@ -216,7 +216,7 @@ def sample_calls(prefixes: Prefixes, logits: torch.Tensor, layout: Layout, rows:
     return {e: (ids[e], logps[e], stops[e]) for e in rows}
 
 
-def play_call(episode: _Playing, env: TextTurnEnv, layout: Layout, call: tuple[list[int], list[float], str],
+def _play_call(episode: _Playing, env: TextTurnEnv, layout: Layout, call: tuple[list[int], list[float], str],
               max_turns: int) -> bool:
     """Append the sampled ``call`` (ids, log-probs, stop), step ``env`` with its text, and append the answer
     when the episode goes on -> whether it goes on."""
@@ -268,8 +268,8 @@ def collect_episodes(policy: TokenPolicy | torch.nn.Module, layout: Layout, envs
     alive = list(range(len(episodes)))
     logits = prefixes.extend(alive, [e.ids for e in episodes])
     while alive:
-        calls = sample_calls(prefixes, logits, layout, alive, generator, temperature)
-        going_on = [e for e in alive if play_call(episodes[e], envs[e], layout, calls[e], max_turns)]
+        calls = _sample_calls(prefixes, logits, layout, alive, generator, temperature)
+        going_on = [e for e in alive if _play_call(episodes[e], envs[e], layout, calls[e], max_turns)]
         for e in going_on:
             if policy.max_length is not None and len(episodes[e].ids) + layout.max_call_tokens > policy.max_length:
                 episodes[e].log.end = "length"
@@ -327,6 +327,6 @@ def render_episode(log: EpisodeLog, reward: float) -> str:
 
 __all__ = [
     "MAX_CALL_TOKENS", "MAX_OBS_TOKENS", "MAX_TURNS", "EpisodeLog", "Layout", "WordLayout", "call_name", "collate",
-    "collect_episodes", "encode_episode", "episode_stats", "play_call", "prompt_tokens", "render_episode",
-    "sample_calls", "sample_tokens", "tool_tokens",
+    "collect_episodes", "encode_episode", "episode_stats", "prompt_tokens", "render_episode", "sample_tokens",
+    "tool_tokens",
 ]

@@ -2,7 +2,7 @@
 
 The agent writes text calls, token in and token out (:mod:`pglab.sampling.text_episodes`), in
 BugFixEnv or any text-turn environment (:mod:`pglab.envs.text`), and trains through the same
-``train_episodes`` loop and ``pg_update`` as TinyAgent.
+``train_episodes`` step in the one loop and ``pg_update`` as TinyAgent.
 
 The embedded default (no network): a byte-level BPE trained on BugFixEnv's own texts, a tiny
 GPT-2 of TinyAgent's shape (2 layers, 64 wide, 4 heads); its BPE may merge across punctuation
@@ -43,7 +43,8 @@ from pglab.sampling.episodes import collate, collect_episodes, episode_stats
 from pglab.sampling.text_episodes import TextLayout, encode_text_episode
 from pglab.trainers.agent_config import DEFAULT_AGENT, QUICK, AgentConfig
 from pglab.trainers.cloning import behaviour_cloning
-from pglab.trainers.tinyagent import format_costs, train_episodes
+from pglab.trainers.episodes import EpisodeSource, ReinforceSettings, format_costs, train_episodes
+from pglab.trainers.loop import RunSettings
 
 
 def bugfix_texts() -> list[str]:
@@ -135,7 +136,7 @@ def text_collector(layout: TextLayout, make_env: Callable[[str], TextTurnEnv],
     """The ``collect`` of ``train_episodes`` for keys (split, seed): one fresh environment per episode.
 
     ``format_penalty`` (BugFixEnv only) costs each malformed call of a training episode
-    (:func:`~pglab.trainers.tinyagent.format_costs`).
+    (:func:`~pglab.trainers.episodes.format_costs`).
     """
 
     def collect(policy: TokenPolicy, keys: list, generator: torch.Generator, training: bool = False) -> TokenBatch:
@@ -173,6 +174,20 @@ def task_keys(cfg: AgentConfig) -> tuple[list, list]:
     return [("train", s) for s in USER_TRAIN_SEEDS], [("heldout", s) for s in USER_HELDOUT_SEEDS]
 
 
+def reinforce_settings(cfg: AgentConfig) -> ReinforceSettings:
+    """The REINFORCE settings of ``cfg`` (the rest at ReinforceSettings' defaults)."""
+    return ReinforceSettings(steps=cfg.steps, batch_size=cfg.episodes_per_step, lr=cfg.learning_rate,
+                             advantage=cfg.advantage, group_size=cfg.group_size, beta=cfg.beta,
+                             eval_every=cfg.eval_every, eval_per_task=cfg.eval_per_task, seed=cfg.seed)
+
+
+def episode_source(cfg: AgentConfig, layout: TextLayout, make_env: Callable[[str], TextTurnEnv]) -> EpisodeSource:
+    """The episodes of ``cfg``'s environment in ``layout``, their stats and the held-out headline."""
+    collect = text_collector(layout, make_env, cfg.format_penalty if cfg.env == "bugfix" else 0.0)
+    return EpisodeSource(collect, *task_keys(cfg), stats=partial(episode_stats, call_stops=True),
+                         headline="pass_rate" if cfg.env == "bugfix" else "reward")
+
+
 def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resume: bool = False,
                 stop_at: int | None = None, progress: bool = True,
                 echo: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
@@ -193,31 +208,26 @@ def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resum
         model.to(device)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id or 0
         layout = TextLayout(tokenizer, max_obs_tokens=cfg.max_obs_tokens, max_call_tokens=cfg.max_call_tokens)
-        collect = text_collector(layout, make_env, cfg.format_penalty if cfg.env == "bugfix" else 0.0)
-        train_keys, heldout_keys = task_keys(cfg)
-        measured = {"train": train_keys[:len(heldout_keys)] if cfg.env != "bugfix" else train_keys,
-                    "heldout": heldout_keys}
+        source = episode_source(cfg, layout, make_env)
+        measured = {"train": source.train_keys[:len(source.heldout_keys)] if cfg.env != "bugfix" else
+                    source.train_keys, "heldout": source.heldout_keys}
         sampler = HFPolicy(model, pad_id=pad)
 
         def measure() -> dict[str, Any]:
             gen = torch.Generator().manual_seed(7)
-            return {split: collect(sampler, [k for k in keys for _ in range(cfg.eval_per_task)], gen)
+            return {split: source.collect(sampler, [k for k in keys for _ in range(cfg.eval_per_task)], gen, False)
                     for split, keys in measured.items()}
 
         before = measure()
         echo(f"agent: {model.num_parameters():,} parameters, {len(tokenizer)} tokens, chat template "
              f"{'yes' if layout.chat else 'no'} ({time.perf_counter() - started:.1f} s)")
         reference = HFPolicy(copy.deepcopy(model).requires_grad_(False), pad_id=pad) if cfg.beta > 0 else None
-        headline = "pass_rate" if cfg.env == "bugfix" else "reward"
-        run = train_episodes(HFPolicy(wrap(model, device), pad_id=pad), collect, train_keys, heldout_keys,
-                             stats=partial(episode_stats, call_stops=True), headline=headline, steps=cfg.steps,
-                             batch_size=cfg.episodes_per_step, lr=cfg.learning_rate, advantage=cfg.advantage,
-                             group_size=cfg.group_size, reference=reference, beta=cfg.beta,
-                             eval_every=cfg.eval_every, eval_per_task=cfg.eval_per_task, seed=cfg.seed, out=out,
-                             resume=resume, stop_at=stop_at, progress=progress,
-                             settings={"model": cfg.model, "default_size": cfg.default_size, "env": cfg.env,
-                                       "format_penalty": cfg.format_penalty,
-                                       "max_call_tokens": cfg.max_call_tokens, "max_obs_tokens": cfg.max_obs_tokens})
+        run = train_episodes(HFPolicy(wrap(model, device), pad_id=pad), source, reinforce_settings(cfg),
+                             RunSettings(out=out, resume=resume, stop_at=stop_at, progress=progress),
+                             reference=reference, resume_check={
+                                 "model": cfg.model, "default_size": cfg.default_size, "env": cfg.env,
+                                 "format_penalty": cfg.format_penalty, "max_call_tokens": cfg.max_call_tokens,
+                                 "max_obs_tokens": cfg.max_obs_tokens})
         after = measure()
         if world()[0] == 0:
             model.save_pretrained(Path(out) / "policy")
@@ -227,4 +237,4 @@ def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resum
 
 __all__ = ["DEFAULT_AGENT", "QUICK", "USER_HELDOUT_SEEDS", "USER_TRAIN_SEEDS", "AgentConfig", "load_agent",
            "task_keys", "train_agent", "build_default_agent", "bugfix_texts", "default_agent_dir",
-           "demonstrations", "ensure_default_agent", "text_collector"]
+           "demonstrations", "ensure_default_agent", "episode_source", "reinforce_settings", "text_collector"]

@@ -1,0 +1,227 @@
+"""REINFORCE for token agents on collected episodes: TinyAgent's and the HF agents' step in the one loop.
+
+One step samples a batch of episodes of the current policy from random training keys (tasks, or
+a user environment's seeds) and takes one ``pg_update`` (agents-ch6 §6.7): the episode's reward
+minus a running (EMA) baseline by default, or leave-one-out / GRPO over groups of K episodes per
+key, with the chosen aggregation. Every draw of a step comes from its own (seed, step, stream)
+generator, so a resumed run reproduces the uninterrupted one bit for bit on CPU. Reward shaping
+is the trainer's: :func:`format_costs` charges BugFixEnv's malformed calls, which the environment
+only reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pglab.batch import TokenBatch
+from pglab.estimators import EMABaseline
+from pglab.estimators.advantages import uses_groups
+from pglab.models.policy import TokenPolicy
+from pglab.runtime.distributed import world
+from pglab.runtime.threads import single_torch_thread
+from pglab.sampling.episodes import episode_stats
+from pglab.sampling.scoring import CHUNK_TOKENS, sequence_log_probs
+from pglab.trainers.loop import (
+    EVAL,
+    TASKS,
+    LoopRun,
+    RunSettings,
+    Schedule,
+    Trainer,
+    eval_steps,
+    run_loop,
+    step_generator,
+)
+from pglab.trainers.update import UpdateSpec, pg_update
+
+LOG = "train.jsonl"
+"""The JSON-lines file of the steps' rows in the run folder."""
+FORMAT_PENALTY = 0.5
+"""The default cost of one malformed call in training (agents-ch6 §6.5's format penalty), chosen by the
+format-penalty sweep (``docs/results/format_penalty.md``)."""
+
+Collect = Callable[[TokenPolicy, list, torch.Generator, bool], TokenBatch]
+"""(policy, one key per episode, generator, training) -> the episodes, in the keys' order (TRL's rollout
+function); ``training`` is False for the held-out evaluation (no shaping costs there)."""
+
+
+@dataclass(frozen=True)
+class ReinforceSettings:
+    """REINFORCE on episodes: the run's length, the batch, the optimiser, the advantage, the loss, the evaluation."""
+
+    steps: int = 80
+    """Training steps."""
+    batch_size: int = 64
+    """Episodes per step, all processes together."""
+    lr: float = 2e-3
+    """Adam's learning rate."""
+    max_grad_norm: float = 1.0
+    """Clip the gradient's global norm to this."""
+    advantage: str = "reinforce"
+    """reinforce (reward minus the EMA baseline), or rloo, grpo, dr_grpo over groups of episodes of one key."""
+    group_size: int = 8
+    """Episodes per key in a group (a group advantage only; reinforce draws one episode per key)."""
+    baseline_init: float = 0.0
+    """The EMA baseline's first value."""
+    ema_decay: float = 0.9
+    """The EMA baseline's decay per step."""
+    mode: str = "token_mean"
+    """How per-token losses become one number (see :func:`pglab.estimators.aggregate_loss`)."""
+    norm_const: float | None = None
+    """mode constant: the divisor."""
+    beta: float = 0.0
+    """Price of the KL to the reference policy (0: none)."""
+    kl_in: str = "reward"
+    """Where the KL goes: k1 per token in the reward, or k3 in the loss."""
+    eval_every: int = 10
+    """Steps between held-out evaluations (one also runs before the first step and after the last)."""
+    eval_per_task: int = 8
+    """Episodes per held-out key in each evaluation."""
+    seed: int = 0
+    """RNG seed of every draw."""
+
+    @property
+    def group(self) -> int:
+        """Rows per group: group_size for a group advantage, 1 for reinforce."""
+        return self.group_size if uses_groups(self.advantage) else 1
+
+    def resume_settings(self) -> dict[str, Any]:
+        """The settings a resumed run must share with its checkpoint."""
+        return {"steps": self.steps, "batch_size": self.batch_size, "lr": self.lr, "advantage": self.advantage,
+                "group_size": self.group, "mode": self.mode, "seed": self.seed, "ema_decay": self.ema_decay,
+                "baseline_init": self.baseline_init, "beta": self.beta, "kl_in": self.kl_in}
+
+
+@dataclass(frozen=True)
+class EpisodeSource:
+    """Where a trainer's episodes come from, and what it logs of them."""
+
+    collect: Collect
+    """Plays the episodes of a list of keys (see :data:`Collect`)."""
+    train_keys: Sequence[Any]
+    """The keys a training step draws from (uniformly, with replacement)."""
+    heldout_keys: Sequence[Any]
+    """The keys of every held-out evaluation."""
+    stats: Callable[[TokenBatch], dict[str, float]] = episode_stats
+    """A batch -> the numbers logged of it."""
+    headline: str = "pass_rate"
+    """The number of ``stats`` the progress bar and each row show for the held-out episodes."""
+
+
+def draw_keys(keys: Sequence[Any], batch_size: int, group_size: int, generator: torch.Generator) -> list[Any]:
+    """batch_size // group_size keys drawn uniformly with replacement, each repeated group_size times."""
+    index = torch.randint(len(keys), (batch_size // group_size,), generator=generator).tolist()
+    return [keys[i] for i in index for _ in range(group_size)]
+
+
+def format_costs(batch: TokenBatch, cost: float) -> TokenBatch:
+    """``batch`` with -``cost`` on the last token of every malformed call of a BugFixEnv episode, in
+    ``token_rewards`` [B, T] (reward-to-go past the baseline, not the episode's score); unchanged when no
+    call costs anything. The trainer's reward shaping (agents-ch6 §6.5): the environment only reports
+    which calls were malformed."""
+    if not cost:
+        return batch
+    placed = torch.zeros_like(batch.action_mask)
+    for b, log in enumerate(batch.info):
+        for end, malformed in zip(log.call_ends, log.record.invalid):
+            if malformed:
+                placed[b, end] -= cost
+    return dataclasses.replace(batch, token_rewards=placed) if bool(placed.any()) else batch
+
+
+def check_format_penalty(cost: float) -> None:
+    """Raise ValueError unless ``cost`` (of one malformed call) is a finite number >= 0."""
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not 0 <= cost < math.inf:
+        raise ValueError(f"format_penalty is the cost of one malformed call, a finite number >= 0; got {cost!r}")
+
+
+class EpisodeReinforce:
+    """One agent's training state (policy, Adam, EMA baseline) with the step and evaluation it gives the loop."""
+
+    def __init__(self, policy: TokenPolicy, source: EpisodeSource, settings: ReinforceSettings,
+                 reference: TokenPolicy | None = None):
+        rank, size = world()
+        group = settings.group
+        if group < 1 or settings.batch_size % (group * size):
+            raise ValueError(f"batch_size {settings.batch_size} must be a multiple of group_size {group} x {size} "
+                             "processes")
+        if settings.beta > 0 and reference is None:
+            raise ValueError("beta > 0 needs the reference policy; pass reference=")
+        self.policy, self.source, self.settings, self.reference = policy, source, settings, reference
+        self.rank, self.local = rank, settings.batch_size // size
+        self.spec = UpdateSpec(settings.advantage, group, beta=settings.beta, kl_in=settings.kl_in, mode=settings.mode,
+                               norm_const=settings.norm_const, max_grad_norm=settings.max_grad_norm,
+                               chunk_tokens=CHUNK_TOKENS if size == 1 else 0)
+        self.optimizer = torch.optim.Adam(policy.module.parameters(), lr=settings.lr)
+        self.baseline = EMABaseline(settings.baseline_init, settings.ema_decay)
+        self.device = next(policy.module.parameters()).device
+
+    def step(self, step: int, run: LoopRun) -> dict[str, Any]:
+        """Collect this process's share of the step's episodes, take one pg_update -> the step's row."""
+        s, source = self.settings, self.source
+        keys = draw_keys(source.train_keys, s.batch_size, self.spec.group_size, step_generator(s.seed, step, TASKS))
+        mine = keys[self.rank * self.local:(self.rank + 1) * self.local]
+        batch = source.collect(self.policy, mine, step_generator(s.seed, step, 1 + self.rank), True).to(self.device)
+        if s.beta > 0:
+            with torch.no_grad():
+                batch.ref_logp = sequence_log_probs(self.reference, batch) * batch.action_mask
+        update = pg_update(self.policy, self.optimizer, batch, self.spec, baseline=self.baseline.value)
+        held = run.evals[-1][source.headline] if run.evals and run.evals[-1]["step"] == step else None
+        row = {"step": step, **source.stats(batch), "baseline": self.baseline.value, "loss": update["loss"],
+               "score_loss": update["score_loss"], "grad_norm": update["grad_norm"], "skipped": update["skipped"],
+               f"heldout_{source.headline}": held}
+        self.baseline.update(update["reward"])
+        return row
+
+    def evaluate(self, step: int) -> dict[str, Any]:
+        """``eval_per_task`` episodes of every held-out key -> their stats at ``step``."""
+        keys = [k for k in self.source.heldout_keys for _ in range(self.settings.eval_per_task)]
+        batch = self.source.collect(self.policy, keys, step_generator(self.settings.seed, step, EVAL), False)
+        return {"step": step, **self.source.stats(batch)}
+
+    def state(self) -> dict[str, Any]:
+        return {"model": self.policy.module.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "baseline": {"value": self.baseline.value, "count": self.baseline.count}}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        self.policy.module.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.baseline.value, self.baseline.count = state["baseline"]["value"], state["baseline"]["count"]
+
+    def status(self, row: dict[str, Any], run: LoopRun) -> str:
+        """The progress bar's line: the batch reward, the last held-out headline, the gradient norm."""
+        headline = self.source.headline
+        shown = f"{run.evals[-1][headline]:.2f}" if run.evals else "-"
+        return f"reward {row['reward']:.2f} | held-out {headline} {shown} | grad norm {row['grad_norm']:.3f}"
+
+
+def train_episodes(policy: TokenPolicy, source: EpisodeSource, settings: ReinforceSettings,
+                   run: RunSettings | None = None, *, reference: TokenPolicy | None = None,
+                   resume_check: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Train ``policy`` in place on episodes from ``source`` in the one loop -> dict(history, evals, seconds,
+    resumed_from).
+
+    Each step draws ``batch_size // group`` training keys (each repeated ``group`` times), collects
+    their episodes and takes one ``pg_update``; ``reference`` and ``beta`` add the KL penalty. The
+    held-out episodes are measured before every ``eval_every``-th step and after the last. Under
+    torchrun each rank collects whole groups of its share of the keys. ``run`` (default: no files)
+    says where the run is kept; with ``run.out`` each step appends one JSON line to ``train.jsonl``.
+    ``resume_check`` holds more values a resumed run must share (the model, the environment).
+    """
+    trainer = EpisodeReinforce(policy, source, settings, reference)
+    schedule = Schedule(settings.steps, eval_steps(settings.steps, settings.eval_every), LOG, label="REINFORCE",
+                        settings={**settings.resume_settings(), **(resume_check or {})})
+    with single_torch_thread():
+        done = run_loop(Trainer(trainer.step, trainer.evaluate, trainer.state, trainer.restore, trainer.status),
+                        schedule, run or RunSettings(), rank=trainer.rank)
+    return {"history": done.history, "evals": done.evals, "seconds": done.seconds, "resumed_from": done.resumed_from}
+
+
+__all__ = ["FORMAT_PENALTY", "LOG", "Collect", "EpisodeReinforce", "EpisodeSource", "ReinforceSettings",
+           "check_format_penalty", "draw_keys", "format_costs", "train_episodes"]
