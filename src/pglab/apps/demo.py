@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from pglab.envs.bugfix import make_tasks
 from pglab.reporting.plots import new_figure
 from pglab.reporting.result import Result, provenance
+from pglab.runtime.options import RunOptions, SettingsError
 from pglab.sampling.episodes import episode_stats
 from pglab.trainers.loop import RunDir, RunSettings
 from pglab.trainers.tinyagent import (
@@ -46,6 +48,27 @@ penalty (``docs/results/format_penalty.json``; a test keeps the two in step). Wh
 se, one-sided)."""
 
 
+@dataclass
+class DemoSettings(RunOptions):
+    """Settings of ``pglab demo``: the run folder, resume and size of :class:`RunOptions`, the seed and the cost."""
+
+    seed: int = 0
+    """RNG seed of the whole run."""
+    format_penalty: float | None = None
+    """Training cost of one malformed call, placed on its own tokens (None: the swept value FORMAT_PENALTY)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.seed < 0:
+            raise SettingsError(f"--seed must be a whole number >= 0, got {self.seed}")
+        if self.format_penalty is not None and not 0 <= self.format_penalty < math.inf:
+            raise SettingsError(f"--format-penalty is the cost of a malformed call, a number >= 0; got "
+                                f"{self.format_penalty}")
+        if self.resume and (self.format_penalty is not None or self.seed or self.quick):
+            raise SettingsError("--resume continues with the run's own seed, size and format penalty (its demo.json); "
+                                "drop --seed, --quick and --format-penalty")
+
+
 def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = False,
          format_penalty: float = FORMAT_PENALTY, echo: Callable[[str], None] = lambda line: None) -> Result:
     """The main job: tokenizer, base agent, REINFORCE, before/after table, behaviour analysis, learning curve.
@@ -59,7 +82,7 @@ def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = 
     out = Path(out)
     if resume:
         if not (out / "demo.json").exists():
-            raise ValueError(f"{out} holds no demo run to resume (no demo.json); pass the folder of a stopped run")
+            raise SettingsError(f"{out} holds no demo run to resume (no demo.json); pass the folder of a stopped run")
         saved = json.loads((out / "demo.json").read_text())
         seed, quick, format_penalty = saved["seed"], saved["quick"], saved.get("format_penalty", FORMAT_PENALTY)
         step = RunDir(out).checkpoint_step()

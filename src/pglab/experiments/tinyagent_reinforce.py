@@ -173,16 +173,18 @@ def run(config: Config, result: Result) -> None:
     result.metrics.update({f"{kind}_gain_{split}": fn(gain[split]) for split in gain
                            for kind, fn in (("median", lambda v: float(np.median(v))), ("lowest", min),
                                             ("highest", max))})
+    # The training claims need the full 80 steps of 64 episodes: a quick run reports them as not evaluated.
     check_one_more(result, f"trained pass rate (train): the book's {BOOK['trained_train_pass']} as one more seed",
-                   [s["trained_train_pass"] for s in per_seed], BOOK["trained_train_pass"])
+                   [s["trained_train_pass"] for s in per_seed], BOOK["trained_train_pass"], full_size=True)
     for split in ("train", "heldout"):
         book = BOOK[f"trained_{split}_pass"] - BOOK[f"base_{split}_pass"]
         check_one_more(result, f"trained minus base pass rate ({split}): the book's {book:+.3f} as one more seed",
-                       gain[split], book)
+                       gain[split], book, full_size=True)
     steps_se = 1 / math.sqrt(config.steps)
     result.check_range("the batch reward rises: correlation of reward with step", median("reward_vs_step"),
                        low=3 * steps_se, tolerance=f"3 se of a zero correlation over {config.steps} steps "
-                                                   f"(se = 1/sqrt(steps) = {steps_se:.3f}); {spread('reward_vs_step')}")
+                                                   f"(se = 1/sqrt(steps) = {steps_se:.3f}); {spread('reward_vs_step')}",
+                       full_size=True)
     # The loss's size and sign are not compared with the book's: ours is about twice its rms and negative at most
     # steps, because failures carry larger summed log-probabilities than successes (docs/agent.md); what the book
     # teaches, that the loss does not track the reward, is.
@@ -190,4 +192,4 @@ def run(config: Config, result: Result) -> None:
         book = float(loss_per_reward(list(BOOK_LOSS), list(BOOK_REWARD)))
         check_one_more(result, f"the loss does not follow the reward: its net change per unit of the reward's (steps "
                                f"60-70 against 0-10): the book's {book:+.3f} as one more seed",
-                       [s["loss_per_reward_change"] for s in per_seed], book)
+                       [s["loss_per_reward_change"] for s in per_seed], book, full_size=True)
