@@ -274,6 +274,7 @@ def run(config, result):
 
 
 def test_a_quick_run_is_a_smoke_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(registry, "provenance", lambda command: {})   # git and uname would be other processes
     (tmp_path / "smoke_exp.py").write_text(SMOKE)
     monkeypatch.syspath_prepend(str(tmp_path))
     import smoke_exp

@@ -152,16 +152,9 @@ USER_TRAIN_SEEDS, USER_HELDOUT_SEEDS = range(100_000), range(10**6, 10**6 + 8)
 
 
 def load_agent(cfg: AgentConfig, progress: bool) -> tuple[torch.nn.Module, Any]:
-    """(model, tokenizer) of --model: the embedded default (built on first use) or a save_pretrained folder."""
+    """(model, tokenizer) of --model: the embedded default (built on first use) or a save_pretrained folder (which
+    AgentConfig checked when it was made)."""
     folder = str(ensure_default_agent(cfg.default_size, progress)) if cfg.model == "default" else cfg.model
-    if cfg.model != "default":
-        path = Path(folder)
-        if not (path / "config.json").is_file():
-            raise ValueError(f"--model {cfg.model} holds no model (no config.json); pass default or a folder "
-                             "written by save_pretrained")
-        if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
-            raise ValueError(f"--model {cfg.model} has no tokenizer; save it beside the model with "
-                             "tokenizer.save_pretrained(folder)")
     model, tokenizer = load_causal_lm(folder)
     return model.eval(), tokenizer
 
