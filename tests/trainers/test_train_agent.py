@@ -115,7 +115,7 @@ def test_cli_trains_the_documented_environment_and_refuses_bad_input(tmp_path, c
                         (["--model", str(untokenized)], "has no tokenizer"),
                         (["--model", str(tmp_path)], "holds no model"),
                         (["--steps", "0"], "--steps must be at least 1"),
-                        (["--advantage", "ppo"], "unknown advantage 'ppo'")):
+                        (["--advantage", "ppo"], "unknown --advantage 'ppo'")):
         assert main(["train-agent", "--env", calc, "--quick", "--out", str(tmp_path / "bad"), *args]) == 2, args
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0], (args, err)
