@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
 EXTRAS ?= dev,ray,web,lm,lora,tensorboard,bench
 
-.PHONY: demo test lint bench docs-numbers clean
+.PHONY: demo test test-fast lint bench docs-numbers clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,11 +23,17 @@ $(VENV)/.system: tests/setup_system.sh
 demo: $(VENV)/.installed
 	$(VENV)/bin/pglab demo
 
+# Every tier: unit, integration (other processes: subprocesses, the sandbox, torch.distributed, a browser)
+# and experiment (experiments and training runs at reduced size). CI runs this (.ci/run).
 test: $(VENV)/.installed $(VENV)/.system
 	$(PY) -m pytest -q -n 2 --dist loadfile
 
+# The unit tier only (in-process tests, about a minute on 2 cores): the loop while editing.
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -q -m unit -n 2 --dist loadfile
+
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff check src tests scripts
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/pglab bench --all

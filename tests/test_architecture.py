@@ -122,6 +122,7 @@ def test_no_experiment_imports_another():
                 other.startswith(f"pglab.experiments.{e}") for e in experiments - {name}), f"{name} imports {other}"
 
 
+@pytest.mark.integration
 def test_list_imports_no_experiment_module():
     code = ("import sys; from pglab.cli import main; main(['reproduce', '--list']); "
             "print(sorted(m for m in sys.modules if m.startswith('pglab.experiments.') "

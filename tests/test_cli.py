@@ -19,6 +19,7 @@ def pglab(*args: str, cwd=None, timeout: float = 120) -> subprocess.CompletedPro
                           timeout=timeout, env={**os.environ, "PGLAB_PROGRESS": "0"})
 
 
+@pytest.mark.experiment
 def test_cli_writes_the_report(tmp_path, capsys):
     assert main(["reproduce", "bandit-variance", "--quick", "--out", str(tmp_path)]) == 0
     for name in ("result.json", "report.md", "report.html", "baseline_sweep.csv", "variance_vs_baseline.png"):
@@ -85,6 +86,7 @@ def test_out_must_be_a_writable_folder(tmp_path, capsys):
     assert a_file.read_text() == "" and not os.path.exists("/proc/pglab-out")
 
 
+@pytest.mark.integration
 def test_bad_input_in_a_real_process_prints_no_traceback(tmp_path):
     for args in (["reproduce", "bandit-race", "--seed", "3"], ["reproduce", "bandit-variance", "--set", "samples=abc"],
                  ["reproduce", "tokenworld-training", "--seeds", "1"]):
@@ -102,7 +104,7 @@ def test_list_shows_every_experiment(capsys):
     assert set(CATALOGUE) <= {line.split()[0] for line in capsys.readouterr().out.splitlines()}
 
 
-@pytest.mark.slow
+@pytest.mark.experiment
 def test_all_with_set_runs_where_the_key_exists_and_writes_the_index(tmp_path, monkeypatch):
     from pglab.cli import overrides_for, parse_sets
     from pglab.experiments import experiment_names, get_experiment
@@ -121,6 +123,7 @@ def test_all_with_set_runs_where_the_key_exists_and_writes_the_index(tmp_path, m
     assert json.loads((tmp_path / "loo-enumeration" / "result.json").read_text())["config"]["seed"] == 1
 
 
+@pytest.mark.integration
 def test_ctrl_c_exits_130_in_one_line_and_leaves_nothing(tmp_path):
     out = tmp_path / "out"
     # A shell's background jobs and some test runners' workers ignore SIGINT, and a child inherits that:

@@ -25,6 +25,7 @@ def test_serial_stacks_to_seeds_by_updates():
     np.testing.assert_array_equal(out["x"][2], again["x"][0])
 
 
+@pytest.mark.integration
 def test_process_equals_serial():
     serial = run_seeds(noisy_curve, range(4), updates=6, scale=0.5)
     process = run_seeds(noisy_curve, range(4), backend="process", workers=2, updates=6, scale=0.5)
@@ -32,7 +33,7 @@ def test_process_equals_serial():
         np.testing.assert_array_equal(serial[key], process[key])
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra is not installed")
 def test_ray_equals_serial():
     serial = run_seeds(noisy_curve, range(3), updates=3)

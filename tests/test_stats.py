@@ -224,3 +224,49 @@ def test_count_tail_p_is_the_binomial_tail_on_the_count_side():
                                                           for k in range(3)))
     with pytest.raises(ValueError, match="count"):
         count_tail_p(13, 12, 0.5)
+
+
+def subsets_pass_rate(outcomes: list[float], k: int) -> tuple[float, float]:
+    """Brute force over every k-subset: (share holding a correct sample, mean of the subset's best score)."""
+    import itertools
+
+    subsets = list(itertools.combinations(outcomes, k))
+    return (sum(max(s) > 0 for s in subsets) / len(subsets), sum(max(s) for s in subsets) / len(subsets))
+
+
+def test_pass_at_k_and_best_at_k_equal_enumeration_over_all_subsets():
+    from pglab.stats import best_at_k, pass_at_k
+
+    rng = np.random.default_rng(12345)
+    for _ in range(60):
+        n = int(rng.integers(1, 13))
+        k = int(rng.integers(1, n + 1))
+        correct = (rng.random(n) < rng.random()).astype(float)
+        scores = rng.normal(size=n)
+        share, _ = subsets_pass_rate(list(correct), k)
+        _, best = subsets_pass_rate(list(scores), k)
+        assert abs(pass_at_k(n, int(correct.sum()), k) - share) < 1e-9
+        assert abs(best_at_k(correct, k) - share) < 1e-9
+        assert abs(best_at_k(scores, k) - best) < 1e-9
+
+
+def test_pass_at_k_is_exact_at_large_n_and_refuses_bad_counts():
+    from pglab.stats import pass_at_k
+
+    assert pass_at_k(10_000, 0, 100) == 0.0 and pass_at_k(10, 10, 3) == 1.0 and pass_at_k(5, 1, 1) == 0.2
+    assert abs(pass_at_k(10_000, 1, 100) - 0.01) < 1e-12
+    for bad in ((5, 6, 1), (5, 1, 0), (5, 1, 6), (5, -1, 1)):
+        with pytest.raises(ValueError, match="pass_at_k needs"):
+            pass_at_k(*bad)
+
+
+def test_mean_at_k_averages_problems_with_their_standard_error():
+    from pglab.stats import mean_at_k, pass_at_k
+
+    table = np.array([[1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 0, 0]])
+    mean, se = mean_at_k(table, 2)
+    per = np.array([pass_at_k(4, 1, 2), pass_at_k(4, 2, 2), 0.0])
+    assert mean == pytest.approx(per.mean(), abs=1e-12) and se == pytest.approx(per.std(ddof=1) / 3**0.5, abs=1e-12)
+    assert mean_at_k(table[:1], 1) == (0.25, 0.0)
+    with pytest.raises(ValueError, match="0/1"):
+        mean_at_k(np.array([[0.5, 1.0]]), 1)

@@ -9,6 +9,8 @@ import pytest
 
 from support import ROOT
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
@@ -30,7 +32,6 @@ def run_installed(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProc
                           timeout=300)
 
 
-@pytest.mark.slow
 def test_bench_runs_from_an_installed_wheel(installed, tmp_path):
     where = run_installed(installed, tmp_path, "--version")
     assert where.returncode == 0 and where.stdout.startswith("pglab ")

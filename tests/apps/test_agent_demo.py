@@ -9,7 +9,7 @@ from pglab.models import TinyAgent
 from support import ROOT
 
 
-@pytest.mark.slow
+@pytest.mark.experiment
 def test_quick_demo_writes_everything_and_resumes(tmp_path, capsys):
     folder = tmp_path / "demo"
     assert main(["demo", "--quick", "--out", str(folder)]) == 0

@@ -5,7 +5,7 @@ import pytest
 from pglab.bench import run_benchmark
 
 
-@pytest.mark.slow
+@pytest.mark.experiment
 def test_a_quick_run_records_the_wall_times_and_the_speedup():
     result = run_benchmark("bandit", quick=True)
     m = result.metrics

@@ -25,7 +25,7 @@ def test_quartiles():
     assert quartiles([1.0, 2.0, 3.0, 4.0, 5.0]) == (2.0, 3.0, 4.0)
 
 
-@pytest.mark.slow
+@pytest.mark.experiment
 def test_a_quick_run_ends_with_the_ratio_and_the_bound():
     pytest.importorskip("trl")
     from pglab.bench.lm_vs_trl import run

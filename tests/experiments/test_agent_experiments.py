@@ -30,6 +30,7 @@ def test_detached_baseline_is_unbiased_and_attached_is_not():
     assert errors["detached"] < 0.02 < 0.5 < errors["attached"]       # noise ~ 1/sqrt(50k) relative
 
 
+@pytest.mark.integration
 def test_the_loss_reaches_only_successful_policy_tokens_directly(cloned_agent, tok):
     """agents-ch6 §6.3: logit gradients exactly on the policy tokens of rewarded episodes; tool tokens only through
     attention (a non-zero embedding gradient)."""

@@ -12,7 +12,7 @@ from pglab.runtime.threads import single_torch_thread
 from support.experiments import check_quick
 
 
-@pytest.mark.slow
+@pytest.mark.experiment("grpo-bias")
 def test_grpo_bias_quick_run_holds_every_claim():
     result = check_quick("grpo-bias")
     assert {r["K"] for r in result.tables["aggregation"]} == {2, 4, 8}
@@ -20,7 +20,7 @@ def test_grpo_bias_quick_run_holds_every_claim():
                for r in result.tables[table])
 
 
-@pytest.mark.slow
+@pytest.mark.experiment
 def test_claims_hold_at_another_first_seed():
     with single_torch_thread():
         result = get_experiment("grpo-bias").run(quick=True, first_seed=100)

@@ -8,7 +8,7 @@ from pglab.runtime.threads import single_torch_thread
 from support.experiments import check_quick
 
 
-@pytest.mark.slow
+@pytest.mark.experiment("kl-placement")
 def test_kl_placement_quick_run_holds_every_claim():
     result = check_quick("kl-placement")
     rows = result.tables["placements"]
@@ -19,7 +19,7 @@ def test_kl_placement_quick_run_holds_every_claim():
     assert training["k1 in the reward"]["kl_to_pi_star"] < training["k3 in the loss"]["kl_to_pi_star"]
 
 
-@pytest.mark.slow
+@pytest.mark.experiment
 def test_claims_hold_at_another_first_seed():
     with single_torch_thread():
         result = get_experiment("kl-placement").run(quick=True, first_seed=100)

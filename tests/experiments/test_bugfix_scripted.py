@@ -28,6 +28,7 @@ def grader():
     grader.sandbox.close()
 
 
+@pytest.mark.integration
 def test_oracle_reads_fixes_tests_and_submits_on_every_task(grader):
     env, oracle = BugFixEnv("all", grader=grader), scripted_policy("oracle")
     for task in env.tasks:
@@ -38,6 +39,7 @@ def test_oracle_reads_fixes_tests_and_submits_on_every_task(grader):
         assert episode.observations[2].startswith(f"visible tests: {len(task.visible)} of {len(task.visible)} pass")
 
 
+@pytest.mark.integration
 def test_blind_guesses_one_op_then_submits(grader):
     env, blind = BugFixEnv("train", grader=grader), scripted_policy("blind", seed=3)
     episodes = [scripted_rollout(blind, env, "clamp") for _ in range(50)]
@@ -47,6 +49,7 @@ def test_blind_guesses_one_op_then_submits(grader):
     assert all(e.reward == (e.info["ops"] == ["swap_minmax"]) for e in episodes)
 
 
+@pytest.mark.integration
 def test_random_play_is_uniform_over_the_nine_calls_and_reproducible(grader):
     env = BugFixEnv("train", grader=grader)
     first = scripted_rollout(scripted_policy("random", seed=7), env, "dot")
@@ -57,6 +60,7 @@ def test_random_play_is_uniform_over_the_nine_calls_and_reproducible(grader):
     assert all(abs(calls.count(c) / 9000 - 1 / 9) < 4 * (1 / 9 * 8 / 9 / 9000) ** 0.5 for c in CALLS)
 
 
+@pytest.mark.integration
 def test_exact_random_pass_rate_equals_enumeration_of_every_call_sequence(grader):
     budget = 3
     for name in ("clamp", "dot", "sum_to", "is_sorted"):
@@ -72,6 +76,7 @@ def test_exact_random_pass_rate_equals_enumeration_of_every_call_sequence(grader
         assert exact_pass_rate("random", task, grader, budget) == pytest.approx(total / len(CALLS) ** budget)
 
 
+@pytest.mark.integration
 def test_exact_rates_of_blind_and_oracle(grader):
     for task in make_tasks("all"):
         assert exact_pass_rate("blind", task, grader) == pytest.approx(0.2)
@@ -99,7 +104,7 @@ def test_unknown_policy_kind():
         exact_pass_rate("greedy", get_task("clamp"))
 
 
-@pytest.mark.slow
+@pytest.mark.experiment("bugfix-scripted")
 def test_bugfix_scripted_quick_meets_the_acceptance_bands():
     result = check_quick("bugfix-scripted")
     assert result.passed, [c for c in result.checks if not c.passed]
@@ -110,7 +115,7 @@ def test_bugfix_scripted_quick_meets_the_acceptance_bands():
     assert len(result.tables["ops_by_family"]) == 25
 
 
-@pytest.mark.slow
+@pytest.mark.experiment
 def test_reproduce_cli_writes_the_report(tmp_path):
     assert main(["reproduce", "bugfix-scripted", "--quick", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "result.json").read_text())

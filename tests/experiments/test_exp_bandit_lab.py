@@ -41,7 +41,7 @@ def test_bad_race_start_is_refused():
         get_experiment("bandit-lab").run(quick=True, race_start=(0.5, 0.5, 0.5))
 
 
-@pytest.mark.slow
+@pytest.mark.experiment("bandit-lab")
 def test_quick_lab_holds_every_claim():
     result = check_quick("bandit-lab")
     assert result.passed, [c for c in result.checks if not c.passed]

@@ -29,7 +29,7 @@ def test_rate_runs_below_seeds_is_a_value_error():
         get_experiment("bandit-race").run(quick=True, seeds=12, rate_runs=10)
 
 
-@pytest.mark.slow
+@pytest.mark.experiment("bandit-race")
 def test_quick_race_locks_runs_only_without_a_baseline():
     result = check_quick("bandit-race")
     without, with_baseline = result.tables["race"]

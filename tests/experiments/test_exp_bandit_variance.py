@@ -4,9 +4,8 @@ import pytest
 
 from support.experiments import check_quick
 
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.experiment("bandit-variance")
 def test_book_numbers():
     result = check_quick("bandit-variance")
     sweep = {row["b"]: row for row in result.tables["baseline_sweep"]}

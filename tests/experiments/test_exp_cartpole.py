@@ -55,7 +55,7 @@ def test_bad_settings_are_refused():
         get_experiment("cartpole").run(quick=True, vector="threads")
 
 
-@pytest.mark.slow
+@pytest.mark.experiment("cartpole")
 def test_quick_run_orders_whole_return_below_the_learned_baseline():
     result = check_quick("cartpole")
     assert result.passed, result.failed_checks()

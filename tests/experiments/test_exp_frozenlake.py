@@ -44,7 +44,7 @@ def test_relative_variance_and_cosine_closed_forms():
     assert mean_cosines(estimates, np.ones((1, 2)), np.array([0.0, 1.0]))[0, 0] == pytest.approx(0.0)
 
 
-@pytest.mark.slow
+@pytest.mark.experiment("frozenlake-static")
 def test_sweep_spans_the_probes_and_finds_the_band(static):
     rows = static.tables["freeze_point_sweep"]
     J = [r["J"] for r in rows]
@@ -54,7 +54,7 @@ def test_sweep_spans_the_probes_and_finds_the_band(static):
     assert "relative_variance_vs_J" in static.figures
 
 
-@pytest.mark.slow
+@pytest.mark.experiment("frozenlake-race")
 def test_race_ordering(race):
     rows = {r["variant"]: r for r in race.tables["race"]}
     medians = {v: r["median updates to 90%"] for v, r in rows.items()}

@@ -20,7 +20,7 @@ def test_the_check_is_sharp():
     assert torch.allclose(centred, exact / 2, atol=1e-12)
 
 
-@pytest.mark.slow
+@pytest.mark.experiment("loo-enumeration")
 def test_tables_show_enumeration_and_sampling():
     result = check_quick("loo-enumeration")
     rows = result.tables["enumeration"]

@@ -5,7 +5,7 @@ import pytest
 from pglab.cli import main
 from support.experiments import check_quick
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.experiment
 
 
 @pytest.fixture(scope="module")
@@ -13,6 +13,7 @@ def result():
     return check_quick("repair-mdp-gradient")
 
 
+@pytest.mark.experiment("repair-mdp-gradient")
 def test_monte_carlo_gradient_and_surrogate_shift(result):
     rows = {r["quantity"]: r["ours"] for r in result.tables["monte_carlo"]}
     assert rows["cosine to the exact gradient"] >= 0.99
@@ -26,6 +27,7 @@ def test_monte_carlo_gradient_and_surrogate_shift(result):
         assert "book value" in row and "book cosine" in row
 
 
+@pytest.mark.experiment("repair-mdp-gradient")
 def test_unbiasedness_table(result):
     rows = {r["baseline"]: r for r in result.tables["unbiasedness"]}
     assert list(rows) == ["none", "exact J", "batch mean", "constant 1"]

@@ -4,8 +4,6 @@ import pytest
 
 from support.experiments import check_quick
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
 def gae_result():
@@ -17,6 +15,7 @@ def training_result():
     return check_quick("tokenworld-training")
 
 
+@pytest.mark.experiment("tokenworld-gae")
 def test_tokenworld_gae_tradeoff(gae_result):
     rows = {(r["noise"], r["lambda"]): r for r in gae_result.tables["tradeoff"]}
     # Bias at lambda 0 grows with the critic's noise; the noisy critic's best lambda is inside (0, 1).
@@ -28,6 +27,7 @@ def test_tokenworld_gae_tradeoff(gae_result):
     assert all(r["min over draws"] <= r["book"] <= r["max over draws"] for r in draws)
 
 
+@pytest.mark.experiment("tokenworld-gae")
 def test_tokenworld_gae_episode_beside_the_book(gae_result):
     rows = gae_result.tables["episode"]
     assert [r["V book"] for r in rows] == [0.850, 0.553, 0.417, 0.572, 0.227, 0.456]
@@ -36,6 +36,7 @@ def test_tokenworld_gae_episode_beside_the_book(gae_result):
         assert r["exact A"] == pytest.approx(r["exact A book"], abs=5e-4)
 
 
+@pytest.mark.experiment("tokenworld-training")
 def test_tokenworld_training_tables(training_result):
     plain = {r["method"]: r for r in training_result.tables["training"]}
     shifted = {r["method"]: r for r in training_result.tables["training_shifted"]}

@@ -1,26 +1,17 @@
 """Every experiment at QUICK size: all claims hold, each states its tolerance, the result has tables and figures."""
 
 import dataclasses
-import re
-from pathlib import Path
 
 import pytest
 
 from pglab.experiments import experiment_names, get_experiment
-from support import ROOT
 from support.experiments import check_quick
 
 
-def checked_elsewhere() -> set[str]:
-    """Experiments whose own test file calls check_quick (each QUICK run happens once per session)."""
-    here = Path(__file__).resolve()
-    return {name for path in (ROOT / "tests").rglob("test_*.py") if path != here
-            for name in re.findall(r'check_quick\("([\w-]+)"\)', path.read_text())}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(set(experiment_names()) - checked_elsewhere()))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.experiment(name, fallback=True))
+                                  for name in experiment_names()])
 def test_quick_run_holds_every_claim(name):
+    """Each experiment that no test of its own declares (the conftest drops the others' cases)."""
     check_quick(name)
 
 

@@ -17,7 +17,7 @@ def cache(tmp_path_factory):
     patch.undo()
 
 
-@pytest.mark.slow
+@pytest.mark.experiment("lm-beta-optimum")
 def test_lm_beta_optimum_reaches_pi_star():
     result = check_quick("lm-beta-optimum")
     assert result.checks and result.passed, result.failed_checks()
@@ -25,7 +25,7 @@ def test_lm_beta_optimum_reaches_pi_star():
     assert curve[-1] < curve[0] / 5
 
 
-@pytest.mark.slow
+@pytest.mark.experiment("lm-kl")
 def test_lm_kl_quick_states_every_claim_over_three_seeds():
     result = check_quick("lm-kl")
     rows = {(r["seed"], r["beta"], r["when"]): r for r in result.tables["before_after"]}

@@ -7,6 +7,8 @@ import pytest
 from pglab.envs.bugfix import CALLS, make_tasks
 from pglab.models.tokenizer import SPECIALS, Tokenizer, build_tokenizer, environment_texts, split_words
 
+pytestmark = pytest.mark.integration
+
 
 def test_calls_round_trip_and_special_ids(tok):
     for call in CALLS:

@@ -9,7 +9,7 @@ from pglab.envs.text import BugFixText
 from pglab.models import TinyAgentPolicy
 from pglab.sampling.episodes import WordLayout, collect_episodes, episode_stats
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_thread")]
 
 
 class Counting:

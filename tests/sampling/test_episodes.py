@@ -19,7 +19,7 @@ from pglab.sampling.episodes import (
 from pglab.sampling.scoring import length_chunks, sequence_log_probs
 from pglab.trainers.episodes import format_costs
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_thread")]
 
 
 def play(cloned_agent, tok, n, seed, use_cache=True, max_call_tokens=6):

@@ -21,7 +21,7 @@ from pglab.sampling.episodes import EpisodeLog, collect_episodes, episode_stats 
 from pglab.sampling.scoring import sequence_log_probs  # noqa: E402
 from pglab.sampling.text_episodes import TextLayout, encode_text_episode  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_thread")]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pglab.sampling.episodes import WordLayout, collect_episodes, episode_stats 
 from pglab.sampling.scoring import sequence_log_probs  # noqa: E402
 from pglab.trainers.update import UpdateSpec, pg_update  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("one_thread")]
 
 
 @pytest.fixture(scope="module")

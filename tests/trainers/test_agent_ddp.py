@@ -16,6 +16,8 @@ from pglab.sampling.text_episodes import TextLayout  # noqa: E402
 from pglab.trainers.update import UpdateSpec, pg_update  # noqa: E402
 from support.ddp import on_two_ranks, torchrun, torchrun_command  # noqa: E402
 
+pytestmark = pytest.mark.integration
+
 GROUP = 2
 SETTINGS = [("rloo", "token_mean"), ("reinforce", "seq_mean_token_sum"), ("grpo", "token_mean")]
 
@@ -89,7 +91,6 @@ def test_agent_update_over_two_ranks_equals_one_process(folder, tmp_path):
             assert ddp_metrics[key] == pytest.approx(metrics[key], abs=1e-9), (setting, key)
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(torchrun() is None, reason="torchrun not on PATH")
 def test_torchrun_two_processes_run_three_steps(tmp_path):
     (tmp_path / "echo_env.py").write_text(

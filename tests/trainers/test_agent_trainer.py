@@ -16,7 +16,7 @@ from pglab.trainers.episodes import ReinforceSettings
 from pglab.trainers.loop import CHECKPOINT, RunDir, RunSettings
 from pglab.trainers.tinyagent import LOG, train_reinforce
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.experiment, pytest.mark.usefixtures("one_thread")]
 
 
 def small_run(model, tok, out=None, resume=False, stop_at=None, **kwargs):

@@ -15,6 +15,8 @@ from pglab.sampling.scoring import sequence_log_probs  # noqa: E402
 from pglab.trainers.update import UpdateSpec, pg_update  # noqa: E402
 from support.ddp import on_two_ranks, torchrun, torchrun_command  # noqa: E402
 
+pytestmark = pytest.mark.integration
+
 PROMPT, REPLY, GROUP = 3, 5, 4
 SETTINGS = [  # (advantage, scale_rewards, kl_in, aggregation): every path that gathers or renormalises
     ("rloo", "group", "reward", None),
@@ -94,7 +96,6 @@ def test_ddp_step_over_two_ranks_equals_one_process_step(folder, tmp_path):
         assert metrics["zero_adv_groups"] == (0.0 if setting[0] == "reinforce" else 0.25)
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(torchrun() is None, reason="torchrun not on PATH")
 def test_torchrun_two_processes_run_three_steps_of_the_embedded_default(tmp_path):
     from pglab.models.default_lm import ensure_default_model

@@ -1,7 +1,6 @@
 """pglab train-agent: any HF causal LM in BugFixEnv or a user's environment, the CLI, resume, bad input."""
 
 import json
-import re
 import textwrap
 
 import pytest
@@ -14,8 +13,9 @@ from pglab.models.default_lm import train_tokenizer  # noqa: E402
 from pglab.trainers.agent_config import AgentConfig
 from pglab.trainers.hf_agent import train_agent  # noqa: E402
 from support import ROOT  # noqa: E402
+from support.docs import python_blocks  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.experiment, pytest.mark.usefixtures("one_thread")]
 
 DOCS = ROOT / "docs" / "agents.md"
 BROKEN = textwrap.dedent("""
@@ -36,7 +36,7 @@ TINY = dict(steps=2, episodes_per_step=4, group_size=2, eval_every=2, eval_per_t
 def calc(tmp_path, monkeypatch):
     """docs/agents.md's calculator environment, as the user saves it (calc_env.py in the current folder)."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "calc_env.py").write_text(re.findall(r"^```python\n(.*?)^```", DOCS.read_text(), re.S | re.M)[0])
+    (tmp_path / "calc_env.py").write_text(python_blocks(DOCS)[0])
     (tmp_path / "broken_env.py").write_text(BROKEN)
     return "calc_env:make_env"
 

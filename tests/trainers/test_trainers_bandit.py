@@ -33,7 +33,7 @@ def test_unknown_baseline_is_a_value_error():
         train_bandit(GaussianBandit([0.0, 1.0]), "ema", 2, 2, 0.1, torch.Generator())
 
 
-@pytest.mark.slow
+@pytest.mark.experiment("bandit-training")
 def test_quick_run_shows_the_baseline_claim():
     result = check_quick("bandit-training")
     m = result.metrics

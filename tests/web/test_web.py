@@ -1,4 +1,4 @@
-"""pglab serve: the demos' JSON API (exact numbers, refusals, 1,000 requests) and the server's start time."""
+"""pglab serve: the demos' JSON API (exact numbers, refusals, 1,000 requests) and the served process over HTTP."""
 
 import os
 from pathlib import Path
@@ -106,7 +106,7 @@ def _rss_bytes() -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="needs /proc to read the resident memory")
-@pytest.mark.slow
+@pytest.mark.integration
 def test_a_thousand_requests_raise_nothing_and_do_not_grow_memory(client):
     bodies = [("/api/cloud", {"pi": [0.2, 0.3, 0.5], "c": 10, "sigma": 1, "baseline": "J", "samples": 25, "seed": 1}),
               ("/api/race", {"start": [0.05, 0.9, 0.05], "c": 15, "alpha": 0.1, "steps": 20, "seed": 2}),
@@ -123,11 +123,27 @@ def test_a_thousand_requests_raise_nothing_and_do_not_grow_memory(client):
     assert grown < 16 * 2**20, f"resident memory grew by {grown / 2**20:.1f} MiB over 1,000 requests"
 
 
-def test_serve_answers_on_loopback():
-    """A backstop, not a speed: start_server gives up after 30 s (startup speed belongs in a benchmark)."""
-    proc, seconds = start_server(free_port())
+@pytest.mark.integration
+def test_serve_answers_on_loopback(client):
+    """The served process over real HTTP on 127.0.0.1: the page and its assets, the health check, and the API's
+    numbers and refusals exactly as the in-process app gives them."""
+    import httpx
+
+    port = free_port()
+    proc, _ = start_server(port)
     try:
-        assert seconds < 30.0, f"pglab serve took {seconds:.2f} s to answer"
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as served:
+            page = served.get("/")
+            assert page.status_code == 200 and "<title>pglab: policy-gradient demos" in page.text
+            for asset in ("/static/app.js", "/static/style.css"):
+                assert served.get(asset).content == client.get(asset).content, asset
+            assert served.get("/api/health").json() == {"ok": True}
+            for path, body in [("/api/cloud", {"pi": [0.2, 0.3, 0.5], "c": 10, "sigma": 1, "baseline": "J",
+                                               "samples": 25, "seed": 1}),
+                               ("/api/race", {"start": [0.05, 0.9, 0.05], "c": 15, "steps": 20, "seed": 2}),
+                               ("/api/cloud", {"pi": [0.5, 0.6, 0.1]})]:
+                answer, expected = served.post(path, json=body), client.post(path, json=body)
+                assert (answer.status_code, answer.json()) == (expected.status_code, expected.json()), path
     finally:
         proc.terminate()
         proc.wait(10)

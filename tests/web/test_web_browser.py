@@ -25,7 +25,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--
         "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(os.environ.get("PGLAB_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
-pytestmark = [pytest.mark.slow,
+pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(CHROMIUM is None, reason="no Chromium found: run tests/setup_system.sh "
                                                           "(apt-get install chromium) or set PGLAB_CHROMIUM")]
 

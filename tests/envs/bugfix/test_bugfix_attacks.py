@@ -31,6 +31,8 @@ from pglab.envs.bugfix.layers import describe, layer_problem
 from pglab.envs.bugfix.sandbox import SLACK, _Worker
 from support.processes import descendants, worker_trees
 
+pytestmark = pytest.mark.integration
+
 SECRET = "pglab-secret-" + secrets.token_hex(8)
 os.environ["PGLAB_ATTACK_TOKEN"] = SECRET  # before any worker starts: a leak would carry it
 LIMITS = Limits(timeout=0.5, cpu=1, memory=256 * 2**20, output=1024)

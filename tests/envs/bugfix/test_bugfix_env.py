@@ -21,6 +21,8 @@ from pglab.envs.bugfix import (
     protocol,
 )
 
+pytestmark = pytest.mark.integration
+
 MALFORMED = {
     "empty": "",
     "unknown tool": "<call> run </call>",

@@ -12,6 +12,8 @@ from pglab.envs.bugfix._worker_os import MAX_DEPTH, RESULT_BYTES
 from pglab.envs.bugfix.grader import source_key
 from pglab.envs.bugfix.layers import layer_problem
 
+pytestmark = pytest.mark.integration
+
 LAYERS = [layer for layer in ("bwrap", "landlock", "process") if layer_problem(layer) is None]
 LIMITS = Limits(timeout=0.5, cpu=1, memory=256 * 2**20, output=1024)
 WRITE_REPORT = """import os
@@ -152,7 +154,6 @@ def grade_in_parallel(programs: int, graders: int = 6) -> list[str]:
     return outcomes
 
 
-@pytest.mark.slow
 def test_verdicts_do_not_depend_on_load():
     """Six graders at once on this machine's cores: every correct program passes (CPU time, not wall clock).
     PGLAB_LOAD_PROGRAMS=200 runs the acceptance's full size."""

@@ -19,6 +19,8 @@ from pglab.envs.bugfix import BugFixEnv, Grader, Sandbox, make_tasks, same
 from pglab.envs.bugfix.inputs import generated_inputs
 from support import ROOT
 
+pytestmark = pytest.mark.integration
+
 DOC = ROOT / "docs" / "bugfix.md"
 START, END = "<!-- mutation table: start -->", "<!-- mutation table: end -->"
 CHECK_INPUTS = 3000
@@ -220,7 +222,6 @@ def test_wrong_repairs_written_by_an_agent_get_reward_0(name, grader):
     assert terminated and info["ops"] == ["write"] and reward == 0.0 and info["outcome"] == "fail"
 
 
-@pytest.mark.slow
 def test_every_mutant_gets_reward_0_or_is_equivalent_and_the_docs_table_is_current(grader):
     rows, escaped = mutation_rows(grader)
     assert not escaped, f"mutants that pass the hidden tests but differ from the reference: {escaped}"

@@ -18,6 +18,8 @@ from pglab.envs.bugfix import BugFixEnv, Case, Grader, Job, Limits, Sandbox, Tas
 from pglab.envs.bugfix._worker_os import remove_group
 from pglab.envs.bugfix.layers import LAYERS, layer_problem
 
+pytestmark = pytest.mark.integration
+
 LAYERS_HERE = [layer for layer in LAYERS if layer_problem(layer) is None]
 LIMITS = Limits(timeout=2.0, cpu=2, memory=256 * 2**20, output=1024)
 CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")

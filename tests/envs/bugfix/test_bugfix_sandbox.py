@@ -11,6 +11,8 @@ from pglab.envs.bugfix import BugFixEnv, Case, Grader, Job, Limits, Sandbox, Tas
 from pglab.envs.bugfix.sandbox import OUTCOMES
 from support.processes import descendants, worker_trees
 
+pytestmark = pytest.mark.integration
+
 FAULT_LIMITS = Limits(timeout=0.75, cpu=1, memory=256 * 2**20, output=1024)
 ONE = (((), 1),) * 3
 
@@ -167,7 +169,6 @@ def test_invalid_sandbox_size():
         Sandbox(workers=0)
 
 
-@pytest.mark.slow
 def test_no_process_or_fd_growth_after_1000_episodes_with_30_percent_timeouts():
     """Robust to load: a worker replaced after a stall must leave nothing behind either."""
     limits = Limits(timeout=0.03, cpu=1, memory=256 * 2**20, output=256)

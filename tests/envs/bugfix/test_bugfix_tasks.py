@@ -61,6 +61,7 @@ def test_issue_text_carries_no_family_information():
     assert len(templates) == 1
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("task", ALL, ids=lambda t: t.name)
 def test_buggy_source_fails_and_fixed_source_passes(task, grades):
     fixed, buggy = grades[task.name, task.fixed], grades[task.name, task.source]

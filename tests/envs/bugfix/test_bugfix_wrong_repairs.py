@@ -83,6 +83,7 @@ def test_the_repair_passes_the_fixed_cases_so_only_generated_ones_catch_it(wrong
     assert all(agree(result(wrong.source, task.name, c.args), ("value", c.expected)) for c in fixed)
 
 
+@pytest.mark.integration
 def test_every_wrong_repair_gets_reward_0_and_every_correct_source_reward_1(grader):
     wrong = grader.grade_many([(get_task(w.task), w.source) for w in WRONG_REPAIRS])
     assert [w.task for w, g in zip(WRONG_REPAIRS, wrong) if g.hidden_pass or g.result.outcome == "infra_error"] == []
@@ -95,6 +96,7 @@ def test_every_wrong_repair_gets_reward_0_and_every_correct_source_reward_1(grad
     assert [t.name for t, g in zip(ALL, correct) if not (g.hidden_pass and g.result.outcome == "pass")] == []
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_wrong_repair_written_through_the_env_gets_reward_0(family, grader):
     wrong = next(w for w in WRONG_REPAIRS if w.family == family)

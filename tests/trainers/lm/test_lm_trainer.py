@@ -107,6 +107,7 @@ def _config(tiny, tmp_path, **overrides) -> RLConfig:
     return RLConfig(**values)
 
 
+@pytest.mark.experiment
 def test_loads_from_save_pretrained_folders_and_trains_end_to_end(tiny, classifier, tmp_path):
     cfg = _config(tiny, tmp_path, reward=f"hf-classifier:{classifier}", beta=0.1, eval_every=2)
     run = train_lm(cfg, progress=False)
@@ -121,6 +122,7 @@ def test_loads_from_save_pretrained_folders_and_trains_end_to_end(tiny, classifi
     assert (out / "checkpoint.pt").exists() and (out / "policy" / "config.json").exists()
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("advantage,kl_in", [("reinforce", "reward"), ("grpo", "loss")])
 def test_resume_gives_the_numbers_of_an_uninterrupted_run(tiny, tmp_path, advantage, kl_in):
     whole = train_lm(_config(tiny, tmp_path / "a", advantage=advantage, kl_in=kl_in), progress=False)
@@ -134,6 +136,7 @@ def test_resume_gives_the_numbers_of_an_uninterrupted_run(tiny, tmp_path, advant
         assert torch.equal(p, q)
 
 
+@pytest.mark.experiment
 def test_cli_trains_and_refuses_bad_input(tiny, tmp_path, capsys):
     cfg = _config(tiny, tmp_path, max_steps=2)
     args = ["train-lm", "--model", cfg.model, "--prompts", cfg.prompts, "--max-steps", "2", "--prompts-per-step", "4",

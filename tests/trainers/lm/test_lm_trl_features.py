@@ -84,6 +84,7 @@ def test_trl_reward_signature_columns_weights_and_none(tmp_path, monkeypatch):
         make_rewards(["myrewards:words"]).score(batch)
 
 
+@pytest.mark.experiment
 def test_chat_prompts_go_through_the_template_and_columns_reach_the_reward(tiny, tmp_path, monkeypatch):
     pytest.importorskip("datasets")
     from datasets import Dataset
@@ -110,6 +111,7 @@ def test_chat_prompts_go_through_the_template_and_columns_reach_the_reward(tiny,
     assert run.evals[0]["samples"][0].startswith("<user>tell me about film")
 
 
+@pytest.mark.experiment
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
 def test_dataset_files_and_whole_prompts_of_different_lengths(tiny, tmp_path, suffix):
     pytest.importorskip("datasets")
@@ -209,6 +211,7 @@ def test_first_iteration_of_the_clipped_ratio_is_the_on_policy_gradient(tiny):
     model.float()
 
 
+@pytest.mark.experiment
 def test_schedule_with_warmup_and_iterations(tiny, tmp_path):
     cfg = _config(tiny, tmp_path, max_steps=3, num_iterations=2, lr_scheduler_type="cosine", warmup_steps=2,
                   gradient_accumulation_steps=2)
@@ -218,6 +221,7 @@ def test_schedule_with_warmup_and_iterations(tiny, tmp_path):
     assert all(0 <= r["clip_ratio"] <= 1 for r in run.history)
 
 
+@pytest.mark.experiment
 def test_resume_repeats_an_uninterrupted_run_with_every_new_setting(tiny, tmp_path):
     settings = dict(num_iterations=2, lr_scheduler_type="constant", warmup_steps=3, gradient_accumulation_steps=2,
                     temperature=0.8, top_p=0.9, checkpoint_every=1)
@@ -228,6 +232,7 @@ def test_resume_repeats_an_uninterrupted_run_with_every_new_setting(tiny, tmp_pa
     assert strip(resumed.history) == strip(whole.history)
 
 
+@pytest.mark.experiment
 def test_lora_trains_and_saves_only_the_adapter_with_the_base_as_reference(tiny, tmp_path):
     pytest.importorskip("peft")
     _, model, _ = tiny
@@ -244,6 +249,7 @@ def test_lora_trains_and_saves_only_the_adapter_with_the_base_as_reference(tiny,
     assert run.evals[0]["kl_exact"] == pytest.approx(0.0, abs=1e-12) and run.evals[-1]["kl_exact"] > 0
 
 
+@pytest.mark.experiment
 def test_tensorboard_scalars(tiny, tmp_path):
     pytest.importorskip("tensorboard")
     train_lm(_config(tiny, tmp_path, report_to="tensorboard"), progress=False)
@@ -256,6 +262,7 @@ def test_samples_are_printed_with_control_characters_escaped():
     assert escaped("a\rb\x1bc\n") == "a\\rb\\x1bc\\n"
 
 
+@pytest.mark.experiment
 def test_cli_default_folder_resume_flag_and_one_line_refusals(tiny, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "p.txt").write_text("\n".join(PROMPTS))

@@ -49,6 +49,7 @@ def setup(tmp_path, monkeypatch):
     return model, data
 
 
+@pytest.mark.experiment
 def test_the_pair_runs_and_gives_trls_loss_on_trls_batch(setup, tmp_path):
     model, data = setup
     import trl_grpo
