@@ -197,3 +197,53 @@ def count_tail_p(count: int, n: int, rate: float) -> float:
         raise ValueError(f"count_tail_p needs 0 <= count <= n and 0 <= rate <= 1, got {count}, {n}, {rate}")
     pmf = [math.comb(n, k) * rate**k * (1 - rate) ** (n - k) for k in range(n + 1)]
     return float(sum(pmf[: count + 1]) if count <= n * rate else sum(pmf[count:]))
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from ``n`` samples of which ``c`` are correct: 1 - C(n - c, k) / C(n, k).
+
+    The chance that k of the n samples, drawn without replacement, hold at least one correct one.
+    Computed as 1 - prod_{i = n - c + 1}^{n} (1 - k / i), which never forms the binomials (no overflow at n = 10^4).
+    Reporting the best of the first k samples instead is an unbiased estimate of nothing: it uses k of the n.
+    """
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+def best_at_k(scores: Any, k: int) -> float:
+    """Unbiased E[max of k of the ``scores`` drawn without replacement]: pass@k for graded (non 0/1) rewards.
+
+    With the n scores sorted ascending, the i-th (1-based) is the largest of C(i - 1, k - 1) of the C(n, k)
+    k-subsets, so the estimate is sum_i s_(i) C(i - 1, k - 1) / C(n, k); the weights are formed as running
+    ratios. For 0/1 scores it equals :func:`pass_at_k`.
+    """
+    s = np.sort(np.asarray(scores, dtype=np.float64).ravel())
+    n = len(s)
+    if not 1 <= k <= n or not np.isfinite(s).all():
+        raise ValueError(f"best_at_k needs 1 <= k <= {n} (the number of scores) and finite scores, got k={k}")
+    weights = np.zeros(n)
+    weights[-1] = k / n                          # C(n - 1, k - 1) / C(n, k)
+    for i in range(n - 1, k - 1, -1):            # C(i - 1, k - 1) = C(i, k - 1) (i - k + 1) / i
+        weights[i - 1] = weights[i] * (i - k + 1) / i
+    return float(weights @ s)
+
+
+def mean_at_k(correct: Any, k: int) -> tuple[float, float]:
+    """Mean pass@k over problems and its standard error -> (mean, se).
+
+    ``correct`` [P, n]: whether each of the n samples of each of the P problems is correct (0/1 or bool). The se
+    is the spread of the per-problem pass@k over problems (0 for one problem): the uncertainty of the benchmark's
+    mean over its problems, not of one problem's estimate.
+    """
+    table = np.asarray(correct)
+    if table.ndim != 2 or table.shape[0] < 1:
+        raise ValueError(f"mean_at_k needs a [problems, samples] table of 0/1 values, got shape {table.shape}")
+    if not np.isin(table, (0, 1)).all():
+        raise ValueError("mean_at_k needs 0/1 (or bool) correctness values; use best_at_k for graded scores")
+    n = table.shape[1]
+    per_problem = np.array([pass_at_k(n, int(c), k) for c in table.sum(1)])
+    se = float(per_problem.std(ddof=1) / math.sqrt(len(per_problem))) if len(per_problem) > 1 else 0.0
+    return float(per_problem.mean()), se
