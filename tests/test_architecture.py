@@ -104,6 +104,25 @@ def test_no_import_cycle():
             visit(node)
 
 
+CORE = ("trainers", "sampling", "models", "estimators", "audit")
+"""The token-RL core, where a reader must see each function in one screen."""
+
+
+def test_no_core_function_over_60_lines_or_10_parameters():
+    """Settings travel as dataclasses: a function of the core takes at most 10 parameters and spans at most 60 lines."""
+    found = []
+    for path in (p for room in CORE for p in sorted((SRC / room).rglob("*.py"))):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, (a.vararg, a.kwarg))]
+                count = len(params) - (bool(a.args) and a.args[0].arg in ("self", "cls"))
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 60 or count > 10:
+                    found.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name}: {lines} lines, {count} params")
+    assert not found, found
+
+
 def test_estimators_import_torch_only():
     for path in (SRC / "estimators").glob("*.py"):
         others = {top(n) for n in imported(path)} - {"estimators"}
