@@ -3,16 +3,22 @@
 The aggregation mode sets the weight of every policy token in the gradient (L_n = policy tokens
 of trajectory n, B = trajectories, C = ``norm_const``):
 
-====================  ===================  ====================
-mode                  weight of a token    total of trajectory n
-====================  ===================  ====================
-token_mean            1 / sum_k L_k        L_n / sum_k L_k
-seq_mean_token_sum    1 / B                L_n / B
-seq_mean_token_mean   1 / (B L_n)          1 / B
-constant              1 / C                L_n / C
-====================  ===================  ====================
+=======================  ===================  ====================
+mode                     weight of a token    total of trajectory n
+=======================  ===================  ====================
+token_mean               1 / sum_k L_k        L_n / sum_k L_k
+seq_mean_token_sum       1 / B                L_n / B
+seq_mean_token_mean      1 / (B L_n)          1 / B
+constant                 1 / C                L_n / C
+token_sum                1                    L_n
+seq_mean_token_sum_norm  1 / (B C)            L_n / (B C)
+prompt_mean              1 / (P L_g)          L_n / (P L_g)
+=======================  ===================  ====================
 
-Only ``seq_mean_token_sum`` is the estimator as derived; the others rescale it.
+Only ``seq_mean_token_sum`` is the estimator as derived; the others rescale it. In
+``seq_mean_token_sum_norm`` (Dr. GRPO's) C is ``norm_const``, by default T, the padded length; verl's mode of
+that name leaves out the 1 / B (it is ``constant`` with C = T). ``prompt_mean`` averages over the P prompts
+(``group`` [B] names each reply's prompt) the token mean of each prompt's replies, L_g policy tokens in all.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ import torch
 from pglab.estimators._validate import as_mask, check_dim, check_finite, check_mode, tensor
 
 MODES = ("token_mean", "seq_mean_token_sum", "seq_mean_token_mean", "constant")
+"""The modes every trainer takes (UpdateSpec, train-lm's --aggregation)."""
+EXTRA_MODES = ("token_sum", "seq_mean_token_sum_norm", "prompt_mean")
+"""Modes of aggregate_loss alone: pg_update's split over micro-batches and ranks knows only MODES."""
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -46,9 +55,14 @@ def aggregate_loss(
     mask: torch.Tensor,
     mode: str = "token_mean",
     norm_const: float | None = None,
+    *,
+    group: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Reduce per-token terms [B, T] under mask [B, T] to a scalar; ``mode`` sets each token's weight."""
-    check_mode(mode, MODES, "aggregation mode")
+    """Reduce per-token terms [B, T] under mask [B, T] to a scalar; ``mode`` sets each token's weight.
+
+    ``group`` [B] (prompt ids) is read by ``prompt_mean`` alone.
+    """
+    check_mode(mode, MODES + EXTRA_MODES, "aggregation mode")
     per_token, mask = tensor("per_token", per_token), tensor("mask", mask)
     if per_token.dim() != 2:
         raise ValueError(f"per_token must be [B, T], got shape {tuple(per_token.shape)}")
@@ -59,9 +73,33 @@ def aggregate_loss(
         return (per_token * mask).sum(-1).mean()
     if mode == "seq_mean_token_mean":
         return masked_mean(per_token, mask, dim=-1).mean()
+    if mode in EXTRA_MODES:
+        return reduce_extra_mode(per_token, mask, mode, norm_const, group)
     if norm_const is None or not norm_const > 0:
         raise ValueError("mode='constant' needs a positive norm_const, e.g. batch_size * max_policy_tokens")
     return (per_token * mask).sum() / norm_const
+
+
+def reduce_extra_mode(per_token: torch.Tensor, mask: torch.Tensor, mode: str, norm_const: float | None,
+                      group: torch.Tensor | None) -> torch.Tensor:
+    """The EXTRA_MODES reductions of per_token, mask [B, T] (mask already 0/1) to a scalar; see the module's table."""
+    if mode == "token_sum":
+        return (per_token * mask).sum()
+    if mode == "seq_mean_token_sum_norm":
+        if norm_const is not None and not norm_const > 0:
+            raise ValueError("mode='seq_mean_token_sum_norm' needs a positive norm_const (the longest reply allowed), "
+                             "or None for the padded length T")
+        return (per_token * mask).sum(-1).mean() / (norm_const or per_token.shape[-1])
+    if group is None:
+        raise ValueError("mode='prompt_mean' needs group [B], the prompt id of each row (e.g. batch.group)")
+    group = tensor("group", group)
+    if group.shape != per_token.shape[:1]:
+        raise ValueError(f"group must be [B] with B={per_token.shape[0]}, got shape {tuple(group.shape)}")
+    index = torch.unique(group, return_inverse=True)[1].to(per_token.device)
+    prompts = torch.zeros(int(index.max()) + 1, dtype=per_token.dtype, device=per_token.device)
+    sums = prompts.index_add(0, index, (per_token * mask).sum(-1))
+    tokens = prompts.index_add(0, index, mask.sum(-1))
+    return (sums / tokens.clamp(min=1)).mean()
 
 
 def reinforce_loss(
@@ -92,4 +130,4 @@ def reinforce_loss(
     return aggregate_loss(-advantages.detach() * logp, mask, mode, norm_const)
 
 
-__all__ = ["MODES", "masked_mean", "aggregate_loss", "reinforce_loss"]
+__all__ = ["EXTRA_MODES", "MODES", "masked_mean", "aggregate_loss", "reinforce_loss"]
