@@ -296,3 +296,13 @@ def test_a_quick_run_is_a_smoke_run(tmp_path, capsys, monkeypatch):
     assert main(["reproduce", "smoke", "--set", "steps=20", "--out", str(tmp_path / "full")]) == 1
     assert [c["passed"] for c in json.loads((tmp_path / "full" / "result.json").read_text())["checks"]] == [True,
                                                                                                           False]
+
+
+@pytest.mark.parametrize("options, says", [(["--device", "cuda"], "trains on the CPU only"),
+                                           (["--steps", "0"], "--steps must be at least 1"),
+                                           (["--steps", "x"], "expects int")])
+def test_demo_takes_the_shared_flags_and_refuses_bad_ones_in_one_line(options, says, capsys, tmp_path):
+    assert main(["demo", "--out", str(tmp_path / "run"), *options]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    assert not (tmp_path / "run").exists()

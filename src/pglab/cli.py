@@ -196,7 +196,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     folder = Path(chosen.out)
     cost = {} if chosen.format_penalty is None else {"format_penalty": chosen.format_penalty}
     result = run_or_stop(lambda: demo(folder, seed=chosen.seed, quick=chosen.quick, resume=chosen.resume,
-                                      echo=print, **cost), folder, ["pglab", "demo", "--resume", str(folder)])
+                                      steps=chosen.steps, echo=print, **cost), folder,
+                         ["pglab", "demo", "--resume", str(folder)])
     print_result(result, folder, write_report(result, folder))
     return 0 if result.passed else 1
 

@@ -54,6 +54,10 @@ class DemoSettings(RunOptions):
 
     seed: int = 0
     """RNG seed of the whole run."""
+    steps: int | None = None
+    """REINFORCE steps (None: 80, or 10 with --quick); the book's claims are checked at 80 steps only."""
+    device: str = "cpu"
+    """cpu: TinyAgent (two layers, 64 wide, episodes played in lockstep) trains on the CPU, where it is fastest."""
     format_penalty: float | None = None
     """Training cost of one malformed call, placed on its own tokens (None: the swept value FORMAT_PENALTY)."""
 
@@ -61,21 +65,27 @@ class DemoSettings(RunOptions):
         super().__post_init__()
         if self.seed < 0:
             raise SettingsError(f"--seed must be a whole number >= 0, got {self.seed}")
+        if self.steps is not None and self.steps < 1:
+            raise SettingsError(f"--steps must be at least 1, got {self.steps}")
+        if self.device != "cpu":
+            raise SettingsError(f"--device {self.device}: the demo's TinyAgent trains on the CPU only; drop --device "
+                                "(pglab train-agent and train-lm take --device cuda)")
         if self.format_penalty is not None and not 0 <= self.format_penalty < math.inf:
             raise SettingsError(f"--format-penalty is the cost of a malformed call, a number >= 0; got "
                                 f"{self.format_penalty}")
-        if self.resume and (self.format_penalty is not None or self.seed or self.quick):
+        if self.resume and (self.format_penalty is not None or self.seed or self.quick or self.steps is not None):
             raise SettingsError("--resume continues with the run's own seed, size and format penalty (its demo.json); "
-                                "drop --seed, --quick and --format-penalty")
+                                "drop --seed, --quick, --steps and --format-penalty")
 
 
-def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = False,
+def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = False, steps: int | None = None,
          format_penalty: float = FORMAT_PENALTY, echo: Callable[[str], None] = lambda line: None) -> Result:
     """The main job: tokenizer, base agent, REINFORCE, before/after table, behaviour analysis, learning curve.
 
     Writes into ``out``: the training log (``train.jsonl``), checkpoints, the trained agent
     (``agent/``, loadable with ``TinyAgent.from_pretrained``, with its ``tokenizer.json``).
-    ``format_penalty`` is the training cost of a malformed call. With ``resume``, ``seed``, ``quick``
+    ``format_penalty`` is the training cost of a malformed call; ``steps`` replaces the size's step count (the
+    book's claims are checked only at the full size). With ``resume``, ``seed``, ``quick``, ``steps``
     and ``format_penalty`` are read back from ``out/demo.json`` and training continues
     from the checkpoint. ``echo`` receives progress lines. Returns the Result (tables, metrics, figure).
     """
@@ -85,11 +95,13 @@ def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = 
             raise SettingsError(f"{out} holds no demo run to resume (no demo.json); pass the folder of a stopped run")
         saved = json.loads((out / "demo.json").read_text())
         seed, quick, format_penalty = saved["seed"], saved["quick"], saved.get("format_penalty", FORMAT_PENALTY)
+        steps = saved.get("steps")
         step = RunDir(out).checkpoint_step()
         echo(f"resuming the demo in {out} (seed {seed}{', quick' if quick else ''}) from step {step or 0}")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "demo.json").write_text(json.dumps({"seed": seed, "quick": quick, "format_penalty": format_penalty}))
-    size = DEMO_QUICK if quick else DEMO
+    (out / "demo.json").write_text(json.dumps({"seed": seed, "quick": quick, "format_penalty": format_penalty,
+                                               "steps": steps}))
+    size = {**(DEMO_QUICK if quick else DEMO), **({"steps": steps} if steps is not None else {})}
     result = Result("demo", {"seed": seed, "quick": quick, "format_penalty": format_penalty, **size},
                     provenance=provenance())
     result.summary = (
@@ -115,7 +127,7 @@ def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = 
                                f"{key}_{row['split']}_valid_calls": row["valid_calls"]})
     result.metrics.update({"steps": len(run["history"]), "train_seconds": run["seconds"],
                            "total_seconds": trained["seconds"], "resumed_from": run["resumed_from"]})
-    if not quick:
+    if size == DEMO:
         book_claims(result, trained, levels)
     fig, ax = new_figure(figsize=(7, 4))
     learning_curve(ax, run["history"], run["evals"], {"base agent (train)": result.metrics["base_train_pass_rate"],
