@@ -11,9 +11,13 @@ def descendants(pid: int | None = None) -> list[int]:
     """Every live descendant of a process, from /proc."""
     found = []
     for path in glob.glob(f"/proc/{pid or os.getpid()}/task/*/children"):
-        with open(path) as f:
-            for child in map(int, f.read().split()):
-                found += [child, *descendants(child)]
+        try:
+            with open(path) as f:
+                children = [int(child) for child in f.read().split()]
+        except (FileNotFoundError, ProcessLookupError):  # the thread or process ended after the glob listed it
+            continue
+        for child in children:
+            found += [child, *descendants(child)]
     return found
 
 
