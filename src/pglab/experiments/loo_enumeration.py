@@ -69,7 +69,7 @@ def run(config: Config, result: Result) -> None:
     result.summary = (
         "Two states visited in order, two actions each, reward r[s, a]; theta is a generic 2 x 2 table. "
         "Trajectory scores come from the closed-form softmax score (no autograd); every expectation is an exact "
-        "finite sum over all batches (an identity, tested in tests/test_identities.py). The claims compare "
+        "finite sum over all batches (an identity, tested in tests/experiments/test_identities.py). The claims compare "
         f"{config.sampled_batches:,} sampled batches per size with the enumeration.")
     mdp = two_state_problem(config.rewards)
     table = np.random.default_rng(config.seed).standard_normal((2, 2))

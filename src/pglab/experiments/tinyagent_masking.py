@@ -93,7 +93,8 @@ def run(config: Config, result: Result) -> None:
         f"{config.seeds} base agents, {per_seed[0]['episodes']} episodes each ({config.per_task} per training task). "
         "The loss -(1/B) sum_n R_n sum_t m_t log pi is backpropagated to the logits and to the input embeddings (a "
         "forward hook on tok_emb). That only the policy tokens of successful episodes get a logit gradient is a unit "
-        "test (tests/test_agent_experiments.py); the claims compare the embedding-gradient profile with the book's.")
+        "test (tests/experiments/test_agent_experiments.py); the claims compare the embedding-gradient profile with "
+        "the book's.")
     result.tables["logit_gradient"] = per_seed
     result.tables["embedding_gradient"] = rows
     for ratio in ("tool / policy", "prompt / policy"):
