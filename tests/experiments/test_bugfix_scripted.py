@@ -1,5 +1,6 @@
 """Scripted policies, rollouts, statistics, exact pass rates (checked by enumeration), the experiment and CLI."""
 
+import dataclasses
 import itertools
 import json
 
@@ -9,12 +10,14 @@ from pglab.cli import main
 from pglab.envs.bugfix import (
     CALLS,
     BugFixEnv,
+    Episode,
+    EpisodeRecord,
     Grader,
     Sandbox,
-    episode_stats,
     exact_pass_rate,
     get_task,
     make_tasks,
+    rollout_stats,
     scripted_policy,
     scripted_rollout,
 )
@@ -84,17 +87,20 @@ def test_exact_rates_of_blind_and_oracle(grader):
     assert exact_pass_rate("oracle", get_task("clamp"), grader, budget=3) == 0.0
 
 
-def test_episode_stats():
-    class E:
-        def __init__(self, reward, submitted, turns, invalid, outcome="fail"):
-            self.reward, self.info = reward, {"submitted": submitted, "hidden_pass": bool(reward),
-                                              "n_turns": turns, "n_invalid": invalid, "outcome": outcome}
+def test_rollout_stats():
+    def played(reward, submitted, turns, invalid, outcome="fail"):
+        record = EpisodeRecord(task="t", n_turns=turns, n_invalid=invalid, submitted=submitted,
+                               hidden_pass=bool(reward), stop="submit" if submitted else "budget", actions=[], ops=[],
+                               outcome=outcome, isolation="process", invalid=[])
+        return Episode("", (), (), reward, dataclasses.asdict(record))
 
-    stats = episode_stats([E(1.0, True, 2, 0), E(0.0, True, 4, 1, "infra_error"), E(0.0, False, 6, 3)])
+    stats = rollout_stats([played(1.0, True, 2, 0), played(0.0, True, 4, 1, "infra_error"), played(0.0, False, 6, 3)])
     assert stats == pytest.approx({"reward": 1 / 3, "pass_rate": 1 / 3, "valid_calls": 1 - 4 / 12,
                                    "submit_rate": 2 / 3, "turns": 4.0, "infra_error": 1 / 3})
     with pytest.raises(ValueError, match="at least one"):
-        episode_stats([])
+        rollout_stats([])
+    with pytest.raises(ValueError, match="BugFixEnv episodes"):
+        rollout_stats([Episode("", (), (), 0.0, {"n_turns": 1})])
 
 
 def test_unknown_policy_kind():

@@ -19,9 +19,9 @@ from pglab.envs.bugfix import (
     Grader,
     apply_op,
     default_grader,
-    episode_stats,
     exact_pass_rate,
     make_tasks,
+    rollout_stats,
     scripted_policy,
     scripted_rollout,
 )
@@ -118,7 +118,7 @@ def run(config: Config, result: Result) -> None:
             exact = [exact_pass_rate(kind, t, grader, config.budget) for t in tasks]
             if kind == "random":
                 random_exact.update({t.name: p for t, p in zip(tasks, exact)})
-            stats = episode_stats(episodes)
+            stats = rollout_stats(episodes)
             mean_exact = sum(exact) / len(exact)
             se = math.sqrt(sum(p * (1 - p) for p in exact) / config.episodes_per_task) / len(tasks)
             rows.append({"policy": kind, "split": split, "episodes": len(episodes), **stats,

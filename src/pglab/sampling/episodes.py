@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from pglab.batch import POLICY, PROMPT, TOOL, TokenBatch
-from pglab.envs.bugfix import Episode, EpisodeRecord, parse_call
+from pglab.envs.bugfix import Episode, EpisodeRecord, parse_call, record_stats
 from pglab.envs.text import TextTurnEnv, check_step
 from pglab.models.policy import Prefixes, TokenPolicy, as_policy
 from pglab.models.tokenizer import Tokenizer
@@ -297,9 +297,7 @@ def episode_stats(batch: TokenBatch, *, call_stops: bool = False) -> dict[str, f
     stats = {"reward": float(batch.rewards.mean())}
     records = [log.record for log in logs]
     if all(r is not None for r in records):
-        stats.update(pass_rate=sum(r.passed for r in records) / n,
-                     valid_calls=1 - sum(r.n_invalid for r in records) / turns,
-                     submit_rate=sum(r.submitted for r in records) / n)
+        stats.update(record_stats(records))
     stats["turns"] = turns / n
     if call_stops:
         stops = [s for log in logs for s in log.stops]

@@ -5,15 +5,15 @@ Importing this package registers the gymnasium id ``pglab/BugFix-v0``.
 
 from gymnasium.envs.registration import register, registry
 
-from pglab.envs.bugfix.env import BUDGET, CALLS, BugFixEnv, EpisodeRecord, parse_call, protocol
+from pglab.envs.bugfix.env import BUDGET, CALLS, BugFixEnv, EpisodeRecord, parse_call, protocol, record_stats
 from pglab.envs.bugfix.grader import Grade, Grader, default_grader
 from pglab.envs.bugfix.ops import OP_NAMES, apply_op
 from pglab.envs.bugfix.sandbox import OUTCOMES, Job, Limits, ProgramResult, Sandbox, TestResult, same
 from pglab.envs.bugfix.scripted import (
     Episode,
     ScriptedPolicy,
-    episode_stats,
     exact_pass_rate,
+    rollout_stats,
     scripted_policy,
     scripted_rollout,
 )
@@ -26,6 +26,6 @@ if ENV_ID not in registry:
 __all__ = [
     "BUDGET", "CALLS", "ENV_ID", "FAMILIES", "FIX_OPS", "OP_NAMES", "BugFixEnv", "Case", "Episode", "EpisodeRecord",
     "Grade", "Grader", "Job", "Limits", "ProgramResult", "Sandbox", "ScriptedPolicy", "Task", "TestResult", "apply_op",
-    "OUTCOMES", "default_grader", "episode_stats", "exact_pass_rate", "get_task", "make_tasks", "parse_call",
-    "protocol", "same", "scripted_policy", "scripted_rollout",
+    "OUTCOMES", "default_grader", "exact_pass_rate", "get_task", "make_tasks", "parse_call",
+    "protocol", "record_stats", "rollout_stats", "same", "scripted_policy", "scripted_rollout",
 ]

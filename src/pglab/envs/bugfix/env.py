@@ -177,6 +177,14 @@ class EpisodeRecord:
         return cls(**{name: info[name] for name in names}) if all(name in info for name in names) else None
 
 
+def record_stats(records: Sequence[EpisodeRecord]) -> dict[str, float]:
+    """Pass rate, valid-call fraction and submit rate of finished BugFixEnv episodes, from their records."""
+    n, turns = len(records), sum(r.n_turns for r in records)
+    return {"pass_rate": sum(r.passed for r in records) / n,
+            "valid_calls": 1 - sum(r.n_invalid for r in records) / turns,
+            "submit_rate": sum(r.submitted for r in records) / n}
+
+
 class BugFixEnv(gymnasium.Env):
     """A gymnasium environment: text calls in, text observations out, reward from hidden tests.
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pglab.envs.bugfix.env import BUDGET, CALLS, BugFixEnv
+from pglab.envs.bugfix.env import BUDGET, CALLS, BugFixEnv, EpisodeRecord, record_stats
 from pglab.envs.bugfix.grader import Grader, default_grader
 from pglab.envs.bugfix.ops import OP_NAMES, apply_op
 from pglab.envs.bugfix.tasks import Task
@@ -77,22 +77,20 @@ def scripted_rollout(policy: ScriptedPolicy, env: BugFixEnv, task: Task | str) -
     return Episode(prompt, tuple(calls), tuple(observations), reward, info)
 
 
-def episode_stats(episodes: Sequence[Any]) -> dict[str, float]:
+def rollout_stats(episodes: Sequence[Episode]) -> dict[str, float]:
     """Mean reward, pass rate, valid-call fraction, submit rate, turns, and the fraction of episodes whose final grade
-    was an infrastructure failure (``infra_error``: kept apart from the program's own failures), of episodes
-    (objects with .reward, .info)."""
+    was an infrastructure failure (``infra_error``: kept apart from the program's own failures), of played episodes
+    (the collected batches' counterpart is :func:`pglab.sampling.episode_stats`; both count through
+    :func:`~pglab.envs.bugfix.env.record_stats`)."""
+    if not episodes:
+        raise ValueError("rollout_stats needs at least one episode")
+    records = [EpisodeRecord.of(e.info) for e in episodes]
+    if any(r is None for r in records):
+        raise ValueError("rollout_stats needs BugFixEnv episodes (an info with every EpisodeRecord field)")
     n = len(episodes)
-    if n == 0:
-        raise ValueError("episode_stats needs at least one episode")
-    turns = sum(e.info["n_turns"] for e in episodes)
-    return {
-        "reward": sum(e.reward for e in episodes) / n,
-        "pass_rate": sum(bool(e.info["submitted"] and e.info["hidden_pass"]) for e in episodes) / n,
-        "valid_calls": 1 - sum(e.info["n_invalid"] for e in episodes) / turns,
-        "submit_rate": sum(bool(e.info["submitted"]) for e in episodes) / n,
-        "turns": turns / n,
-        "infra_error": sum(e.info.get("outcome") == "infra_error" for e in episodes) / n,
-    }
+    return {"reward": sum(e.reward for e in episodes) / n, **record_stats(records),
+            "turns": sum(r.n_turns for r in records) / n,
+            "infra_error": sum(r.outcome == "infra_error" for r in records) / n}
 
 
 def reachable_sources(task: Task, edits: int) -> set[str]:
