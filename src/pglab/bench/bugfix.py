@@ -18,6 +18,7 @@ import time
 from pglab.envs.bugfix import (
     BUDGET,
     BugFixEnv,
+    EpisodeRecord,
     Grader,
     Sandbox,
     apply_op,
@@ -51,7 +52,7 @@ def steps_per_second(grader: Grader, steps: int, seed: int) -> tuple[float, int]
     runs, done, episode = grader.runs, 0, 0
     start = time.perf_counter()
     while done < steps:
-        done += scripted_rollout(policy, env, tasks[episode % len(tasks)]).info["n_turns"]
+        done += EpisodeRecord.of(scripted_rollout(policy, env, tasks[episode % len(tasks)]).info).n_turns
         episode += 1
     return done / (time.perf_counter() - start), grader.runs - runs
 
