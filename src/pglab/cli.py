@@ -213,7 +213,7 @@ def audit_parser() -> Parser:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from pglab.audit.report import AuditConfig, preset_lines, run_audit, summary_rows, write_json
+    from pglab.audit.report import AuditConfig, preset_lines, run_audit, summary_rows, verdict, write_json
 
     if args.list:
         print(*preset_lines(), sep="\n")
@@ -221,6 +221,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     config = settings(AuditConfig, args)
     report = run_audit(config)
     name = config.preset or config.loss
+    print(f"verdict: {verdict(report)}")
     print_result(Result(f"audit {name}", {}, tables={f"audit of {name}": summary_rows(report),
                                                      "objectives": report.candidates}))
     if config.json:

@@ -37,6 +37,38 @@ def test_preset_prints_the_table_and_writes_json(tmp_path, capsys):
     assert {"relative_bias", "cosine", "scale", "scaled_bias", "total_variance", "exact", "follows"} <= set(report)
     assert report["exact"] is True and report["follows"] == "reverse_kl" and report["relative_bias"] < 1e-9
     assert report["config"]["beta"] == 0.2
+    assert out.splitlines()[0] == "verdict: unbiased: E[g] = grad J" and report["verdict"] == "unbiased: E[g] = grad J"
+
+
+def test_pglabs_own_exact_loss_reads_as_unbiased_up_to_its_step_size_factor(capsys):
+    assert main(["audit", "--preset", "pglab"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "verdict: unbiased up to a step-size factor 0.5"
+
+
+def report_of(follows, scale=1.0, exact=True, scale_se=None, scaled_bias=0.0, weights=None):
+    from pglab.audit.core import AuditReport
+
+    return AuditReport(relative_bias=abs(1 - scale), cosine=1.0, scale=scale, scaled_bias=scaled_bias,
+                       total_variance=0.0, exact=exact, follows=follows, batches=1, structure="exact",
+                       prompt_weights=weights, standard_errors={} if scale_se is None else {"scale": scale_se})
+
+
+@pytest.mark.parametrize("report, line", [
+    (report_of("reverse_kl", 1.0 + 1e-12), "unbiased: E[g] = grad J"),
+    (report_of("reverse_kl", 1.0 + 1e-6), "unbiased up to a step-size factor 1"),
+    (report_of("reverse_kl", 0.97, exact=False, scale_se=0.02),
+     "unbiased: E[g] = grad J (within the Monte Carlo noise)"),
+    (report_of("reverse_kl", 0.9, exact=False, scale_se=0.02),
+     "unbiased up to a step-size factor 0.9 (within the Monte Carlo noise)"),
+    (report_of("tokenwise_forward_kl", 2.0), "biased: follows E[r] - beta sum_s d(s) KL(ref(.|s) || pi(.|s)), "
+                                             "state weights d held fixed (tokenwise_forward_kl)"),
+    (report_of("reweighted", weights=[0.5, 1.5]), "biased: follows J with each prompt's term reweighted (0.5, 1.5)"),
+    (report_of(None, scaled_bias=0.3412), "biased: no objective found, scaled bias 0.34"),
+])
+def test_the_verdict_says_the_audit_in_one_line(report, line):
+    from pglab.audit.report import verdict
+
+    assert verdict(report) == line
 
 
 def test_a_users_loss_from_a_file_and_from_a_module(tmp_path, capsys, monkeypatch):

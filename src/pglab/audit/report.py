@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pglab.audit.core import AuditReport, audit_loss
+from pglab.audit.core import EXACT_TOLERANCE, AuditReport, audit_loss
 from pglab.audit.presets import PRESETS, LossFn, get_preset
-from pglab.envs.enumerable import EnumerablePolicy
+from pglab.envs.enumerable import OBJECTIVES, EnumerablePolicy
 from pglab.runtime.options import SettingsError, flag_of
 
 
@@ -113,6 +113,26 @@ def run_audit(config: AuditConfig) -> AuditReport:
                       monte_carlo=config.monte_carlo)
 
 
+def verdict(report: AuditReport) -> str:
+    """The audit in one line: unbiased (up to a step-size factor), biased toward a named objective, or biased.
+
+    "Unbiased" means E[g] is a positive multiple of grad(-J), the stated objective's gradient; the factor c only
+    rescales the learning rate. Exact mode calls c = 1 within EXACT_TOLERANCE; Monte Carlo within 3 standard errors.
+    """
+    noise = "" if report.exact else " (within the Monte Carlo noise)"
+    if report.follows == "reverse_kl":
+        tolerance = EXACT_TOLERANCE if report.exact else 3 * report.standard_errors.get("scale", 0.0)
+        if abs(report.scale - 1) <= tolerance:
+            return f"unbiased: E[g] = grad J{noise}"
+        return f"unbiased up to a step-size factor {report.scale:.3g}{noise}"
+    if report.follows == "reweighted":
+        weights = ", ".join(f"{w:.3g}" for w in report.prompt_weights or [])
+        return f"biased: follows J with each prompt's term reweighted ({weights}){noise}"
+    if report.follows is not None:
+        return f"biased: follows {OBJECTIVES[report.follows]} ({report.follows}){noise}"
+    return f"biased: no objective found, scaled bias {report.scaled_bias:.2g}"
+
+
 def summary_rows(report: AuditReport) -> list[dict]:
     """The report as rows of (quantity, value, meaning) for the terminal table."""
     se = report.standard_errors
@@ -146,7 +166,8 @@ def write_json(report: AuditReport, config: AuditConfig, path: Path) -> None:
             return [finite(v) for v in value]
         return value
 
-    path.write_text(json.dumps(finite({**report.as_dict(), "config": asdict(config)}), indent=2))
+    path.write_text(json.dumps(finite({"verdict": verdict(report), **report.as_dict(), "config": asdict(config)}),
+                               indent=2))
 
 
 def preset_lines() -> list[str]:
