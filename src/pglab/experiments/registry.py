@@ -66,6 +66,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                      "follows, and where training ends (llm-ch6)"),
     "grpo-bias": ("grpo_bias", "GRPO's group mean, std scaling and aggregation modes, audited exactly at K = 2, 4, 8 "
                                "(llm-ch6, agents-ch6 §6.6)"),
+    "grpo-weights": ("grpo_weights", "per-prompt weight w(p, G) of GRPO, Dr. GRPO, RLOO and REINFORCE++-baseline on "
+                                     "pass/fail rewards, G = 2 to 64: closed forms against exact audits"),
 }
 """name -> (module in pglab.experiments, one-line summary)."""
 
