@@ -273,8 +273,9 @@ def train_lm_config(args: argparse.Namespace):
 
 
 def cmd_train_lm(args: argparse.Namespace) -> int:
+    from pglab.apps.train_lm import lm_result
     from pglab.models.default_lm import ensure_default_model
-    from pglab.trainers.lm import curves_figure, train_lm
+    from pglab.trainers.lm import train_lm
     from pglab.trainers.lm.logging import Console
 
     if args.pretrain:
@@ -286,11 +287,16 @@ def cmd_train_lm(args: argparse.Namespace) -> int:
     resume = ["pglab", "train-lm", *as_options(cfg, skip=("output_dir", "resume")), "--resume", str(out)]
     run = run_or_stop(lambda: train_lm(cfg, log=lambda r: console.step(r) if (r["step"] - 1) % cfg.log_every == 0
                                        or r["step"] == cfg.max_steps else None), out, resume)
-    if run.evals:
-        curves_figure({"policy": run}).savefig(out / "curves.png")
+    if int(os.environ.get("RANK", "0")) != 0:             # under torchrun, rank 0 alone reports
+        return 0
+    result = lm_result(run)
+    write_report(result, out)
     console.evaluation(run.evals)
     console.worked_example(run.worked_example, run.worked_check)
-    console.rich.print(f"written to {out}: metrics.jsonl, eval.jsonl, checkpoint.pt, policy/, curves.png", markup=False)
+    for line in result.warnings:
+        console.rich.print(line, markup=False, style="bold yellow", soft_wrap=True)
+    console.rich.print(f"written to {out}: metrics.jsonl, eval.jsonl, checkpoint.pt, policy/, curves.png, "
+                       "result.json, report.md, report.html", markup=False)
     return 0
 
 

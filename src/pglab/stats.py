@@ -244,6 +244,29 @@ def mean_at_k(correct: Any, k: int) -> tuple[float, float]:
     if not np.isin(table, (0, 1)).all():
         raise ValueError("mean_at_k needs 0/1 (or bool) correctness values; use best_at_k for graded scores")
     n = table.shape[1]
-    per_problem = np.array([pass_at_k(n, int(c), k) for c in table.sum(1)])
-    se = float(per_problem.std(ddof=1) / math.sqrt(len(per_problem))) if len(per_problem) > 1 else 0.0
-    return float(per_problem.mean()), se
+    return mean_over_problems([pass_at_k(n, int(c), k) for c in table.sum(1)])
+
+
+def mean_over_problems(per_problem: Any) -> tuple[float, float]:
+    """The mean of per-problem estimates [P] and its standard error over problems (0 for one problem)."""
+    values = np.asarray(per_problem, dtype=np.float64)
+    se = float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
+    return float(values.mean()), se
+
+
+def mean_best_at_k(scores: Any, k: int) -> tuple[float, float]:
+    """Mean best@k over problems (:func:`best_at_k` of each row of graded scores [P, n]) and its standard error
+    over problems -> (mean, se)."""
+    table = np.asarray(scores, dtype=np.float64)
+    if table.ndim != 2 or table.shape[0] < 1:
+        raise ValueError(f"mean_best_at_k needs a [problems, samples] table of scores, got shape {table.shape}")
+    return mean_over_problems([best_at_k(row, k) for row in table])
+
+
+def pass_summary(correct: Any, k: int) -> dict[str, float]:
+    """pass@1 and pass@k of a [problems P, samples n] 0/1 table, each with its standard error over the problems
+    (:func:`mean_at_k`) -> dict(k, samples, problems, pass_at_1, pass_at_1_se, pass_at_k, pass_at_k_se)."""
+    table = np.asarray(correct)
+    one, k_of = mean_at_k(table, 1), mean_at_k(table, k)
+    return {"k": k, "samples": int(table.shape[1]), "problems": int(table.shape[0]), "pass_at_1": one[0],
+            "pass_at_1_se": one[1], "pass_at_k": k_of[0], "pass_at_k_se": k_of[1]}

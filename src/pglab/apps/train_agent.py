@@ -12,13 +12,18 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
+from pglab.batch import TokenBatch
 from pglab.envs.bugfix import make_tasks
 from pglab.reporting.plots import new_figure
 from pglab.reporting.result import Result, provenance
 from pglab.sampling.episodes import episode_stats
+from pglab.stats import pass_summary
 from pglab.trainers.agent_config import AgentConfig
 from pglab.trainers.hf_agent import train_agent
 from pglab.trainers.tinyagent import SPLITS, behaviour, learning_curve, sample_transcripts, scripted_levels
+from pglab.trainers.warnings import collapse_warnings
 
 
 def agent_result(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resume: bool = False,
@@ -28,10 +33,19 @@ def agent_result(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resu
     return report(trained["config"], quick, trained["before"], trained["after"], trained["run"], trained["seconds"])
 
 
-def report(cfg: AgentConfig, quick: bool, before: dict, after: dict, run: dict, seconds: float) -> Result:
-    """The Result of one train-agent run: before/after, behaviour, training table and learning curve.
+def pass_table(batch: TokenBatch) -> np.ndarray:
+    """Whether each episode passed (its reward is positive: BugFixEnv's hidden tests pass), one row per task:
+    [tasks, episodes per task], the rows of ``batch`` grouped by its ``group`` (each task as often)."""
+    passed, group = (batch.rewards > 0).numpy(), batch.group.numpy()
+    return np.stack([passed[group == g] for g in np.unique(group)])
 
-    ``before`` and ``after`` map each split to its measured TokenBatch (the same draws for both).
+
+def report(cfg: AgentConfig, quick: bool, before: dict, after: dict, run: dict, seconds: float) -> Result:
+    """The Result of one train-agent run: before/after, pass@1 and pass@k, behaviour (BugFixEnv), sample episodes,
+    training table, learning curve and the collapse warnings of the training rows.
+
+    ``before`` and ``after`` map each split to its measured TokenBatch (the same draws for both). pass@k takes k
+    = the group size, capped at the episodes per task; its standard error is over the tasks (held-out seeds).
     """
     result = Result("train-agent", {**dataclasses.asdict(cfg), "quick": quick}, provenance=provenance())
     result.summary = (f"{cfg.model} agent in {cfg.env}: {cfg.steps} steps of {cfg.episodes_per_step} episodes, "
@@ -45,7 +59,10 @@ def report(cfg: AgentConfig, quick: bool, before: dict, after: dict, run: dict, 
                                       for split, f in found.items()]
         result.tables["top_call_sequences"] = [{"split": split, "count": count, "calls": calls}
                                                for split, f in found.items() for calls, count in f["top_sequences"]]
-        result.tables["sample_episodes"] = sample_transcripts(after["train"])
+    result.tables["sample_episodes"] = sample_transcripts(after["train"])
+    k = min(cfg.group_size, cfg.eval_per_task)
+    result.tables["pass_at_k"] = [{"agent": agent, "split": split, **pass_summary(pass_table(batches[split]), k)}
+                                  for split in SPLITS for agent, batches in (("base", before), ("trained", after))]
     headline = "pass_rate" if cfg.env == "bugfix" else "reward"
     for row in result.tables["before_after"]:
         key = "base" if row["agent"] == "base" else "trained"
@@ -56,6 +73,7 @@ def report(cfg: AgentConfig, quick: bool, before: dict, after: dict, run: dict, 
                                  for r in run["history"]]
     result.metrics.update({"steps": len(run["history"]), "train_seconds": run["seconds"], "total_seconds": seconds,
                            "resumed_from": run["resumed_from"]})
+    result.warnings = collapse_warnings(run["history"])
     fig, ax = new_figure(figsize=(7, 4))
     levels = {"scripted blind (train)": scripted_levels(make_tasks("train"))["blind"]} if cfg.env == "bugfix" else {}
     learning_curve(ax, run["history"], [{"step": e["step"], "pass_rate": e[headline]} for e in run["evals"]], levels)
@@ -65,4 +83,4 @@ def report(cfg: AgentConfig, quick: bool, before: dict, after: dict, run: dict, 
     return result
 
 
-__all__ = ["agent_result", "report"]
+__all__ = ["agent_result", "pass_table", "report"]

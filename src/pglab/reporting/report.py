@@ -87,6 +87,8 @@ def render_markdown(result: Result) -> str:
     parts = [f"# {result.name}", ""]
     if result.summary:
         parts += [result.summary.strip(), ""]
+    if result.warnings:
+        parts += ["## Warnings", "", *(f"- {line}" for line in result.warnings), ""]
     if result.checks:
         parts += [f"## Claims ({result.status})", "", markdown_table(_claim_rows(result)), ""]
     if result.metrics:
@@ -134,6 +136,9 @@ def render_html(result: Result) -> str:
              f"</head><body><h1>{title}</h1>"]
     if result.summary:
         parts.append(f"<p>{html.escape(result.summary.strip())}</p>")
+    if result.warnings:
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in result.warnings)
+        parts.append(f"<h2 class='fail-banner'>Warnings</h2><ul>{items}</ul>")
     if result.checks:
         cls = "" if result.passed else " class='fail-banner'"
         parts.append(f"<h2{cls}>Claims ({html.escape(result.status)})</h2>{html_table(_claim_rows(result))}")
@@ -181,6 +186,7 @@ def write_report(result: Result, out_dir: str | Path) -> list[Path]:
             "checks": [asdict(c) for c in result.checks],
             "passed": result.passed,
             "quick": result.quick,
+            "warnings": result.warnings,
             "figures": [f"{name}.png" for name in result.figures],
             "provenance": result.provenance,
         }
@@ -230,7 +236,7 @@ def write_index(entries: list[tuple[Result, Path]], out_dir: str | Path) -> Path
 
 def print_result(result: Result, folder: Path | None = None, written: list[Path] | None = None,
                  max_rows: int = 20) -> None:
-    """Print a Result's claims and tables on the terminal."""
+    """Print a Result's claims and tables on the terminal, then its warnings (one line each)."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -257,6 +263,8 @@ def print_result(result: Result, folder: Path | None = None, written: list[Path]
             ok = f"[{colour[check.status]}]{check.status}[/{colour[check.status]}]"
             table.add_row(escape(check.claim), format_value(check.value), escape(check.expected), ok)
         console.print(table)
+    for line in result.warnings:
+        console.print(line, markup=False, style="bold yellow", soft_wrap=True)
     if folder is not None:
         kinds = ", ".join(dict.fromkeys(p.suffix.lstrip(".") for p in written or []))
         console.print(f"results written to [bold]{folder}[/bold] ({kinds})")

@@ -60,6 +60,8 @@ class Result:
     """Where the result came from (see :func:`provenance`)."""
     quick: bool = False
     """A quick run, a smoke test: the claims made with ``full_size=True`` are recorded as not evaluated."""
+    warnings: list[str] = field(default_factory=list)
+    """What went wrong in the run, one line each starting with ``warning:`` (e.g. a training collapse)."""
 
     def check(self, claim: str, value: float, passed: bool, expected: str, tolerance: str = "", *,
               full_size: bool = False) -> bool:

@@ -314,9 +314,11 @@ def call_name(call: str) -> str:
 
 
 def render_episode(log: EpisodeLog, reward: float) -> str:
-    """One BugFixEnv episode as text: the prompt, then each call with the tool's answer."""
+    """One episode as text: the prompt, then each call with the tool's answer (BugFixEnv's task and stop, or how
+    another environment's episode ended)."""
     record = log.record
-    lines = [f"reward {reward:g} | task {record.task} | stop {record.stop}", f"> {log.prompt}"]
+    head = f"task {record.task} | stop {record.stop}" if record is not None else f"end {log.end}"
+    lines = [f"reward {reward:g} | {head}", f"> {log.prompt}"]
     for call, answer in zip(log.calls, log.observations):
         lines.append(f"{call}")
         lines += [f"    {line}" for line in answer.splitlines()]

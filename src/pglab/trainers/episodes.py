@@ -39,6 +39,7 @@ from pglab.trainers.loop import (
     step_generator,
 )
 from pglab.trainers.update import UpdateSpec, pg_update
+from pglab.trainers.warnings import monitored
 
 LOG = "train.jsonl"
 """The JSON-lines file of the steps' rows in the run folder."""
@@ -175,7 +176,7 @@ class EpisodeReinforce:
         held = run.evals[-1][source.headline] if run.evals and run.evals[-1]["step"] == step else None
         row = {"step": step, **source.stats(batch), "baseline": self.baseline.value, "loss": update["loss"],
                "score_loss": update["score_loss"], "grad_norm": update["grad_norm"], "skipped": update["skipped"],
-               f"heldout_{source.headline}": held}
+               f"heldout_{source.headline}": held, **monitored(update, batch, s.beta)}
         self.baseline.update(update["reward"])
         return row
 

@@ -227,8 +227,9 @@ def pg_update(policy: TokenPolicy, optimizer: torch.optim.Optimizer, batch: Toke
     """One guarded step on this process's rows of ``batch`` -> the step's metrics (over all ranks).
 
     The metrics hold ``loss`` (the surrogate stepped on), ``score_loss`` (its part from the reply
-    scores alone, as -A log pi), reward, reward_std, kl_k1, policy_tokens, zero_adv_groups,
-    grad_norm, skipped and, with ``spec.ratio``, clip_ratio.
+    scores alone, as -A log pi), reward, reward_std, kl_k1, policy_tokens, entropy (the mean -log pi of
+    the policy tokens: an estimate of the entropy per token), zero_adv_groups, grad_norm, skipped and,
+    with ``spec.ratio``, clip_ratio.
 
     ``batch.rewards`` [B] are the scores the baseline acts on (``baseline``: reinforce's, e.g. an
     EMA of past rewards); ``start`` is the first position scored. Micro-batches are normalised by the
@@ -249,11 +250,14 @@ def pg_update(policy: TokenPolicy, optimizer: torch.optim.Optimizer, batch: Toke
     mask = batch.action_mask.to(torch.float64).to(logp.dtype)
     ref_logp = batch.ref_logp.to(logp.dtype) if batch.ref_logp is not None else logp
     k1 = ((logp - ref_logp) * mask).sum(-1)
-    gathered = gather_rows(torch.stack([k1, batch.action_mask.to(torch.float64).sum(-1).to(logp.dtype)], -1))
+    surprisal = -(logp * mask).sum(-1)          # its mean per token estimates the policy's entropy per token
+    gathered = gather_rows(torch.stack([k1, batch.action_mask.to(torch.float64).sum(-1).to(logp.dtype), surprisal],
+                                       -1))
     summed = gather_rows(torch.tensor([totals], dtype=torch.float64, device=logp.device))
     metrics = {"reward": float(all_scores.mean()),
                "reward_std": float(all_scores.std()) if len(all_scores) > 1 else 0.0,
                "kl_k1": float(gathered[:, 0].mean()), "policy_tokens": float(gathered[:, 1].mean()),
+               "entropy": float(gathered[:, 2].sum() / gathered[:, 1].sum().clamp(min=1)),
                "zero_adv_groups": zero_advantage_share(gather_rows(reply_adv), spec.group_size),
                "loss": float(summed[:, 0].mean()), "score_loss": float(summed[:, 2].mean()),
                "grad_norm": step["grad_norm"], "skipped": step["skipped"]}

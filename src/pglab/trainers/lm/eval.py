@@ -1,5 +1,6 @@
 """Evaluation of an LM policy: score sampled replies under the policy and the reference, the metrics of
-llm-ch6 §6.12 (reward, exact KL, entropy, reference perplexity, distinct-n), the worked example, the figure."""
+llm-ch6 §6.12 (reward, exact KL, entropy, reference perplexity, distinct-n), pass@1 and pass@k with their
+standard errors over prompts, the worked example, the figure."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import torch.nn.functional as F
 from pglab.estimators import discounted_returns, kl_shaped_rewards
 from pglab.models.policy import HFPolicy
 from pglab.sampling.replies import decode_replies
+from pglab.stats import mean_best_at_k, pass_summary
 
 
 def distinct_n(texts: list[str], n: int) -> float:
@@ -84,8 +86,21 @@ def score_replies(policy: HFPolicy, reference: Callable[[], Any], tokenizer: Any
     return ScoredReplies(ids, mask, texts, replies, scores, cat["logp"], cat["ref_logp"], cat["kl"], cat["entropy"])
 
 
-def reply_metrics(r: ScoredReplies, reward: Any) -> dict:
-    """Means (and standard errors) over the replies of a ScoredReplies."""
+def pass_metrics(scores: torch.Tensor, generations: int, k: int) -> dict[str, float]:
+    """pass@1 and pass@k (a reply passes when its score is positive) and best@k of the graded scores, over prompts
+    of ``generations`` consecutive replies each; scores [P * generations]. Each mean comes with its standard error
+    over the prompts; k is capped at ``generations``."""
+    table = scores.detach().to(torch.float64).cpu().numpy().reshape(-1, generations)
+    k = min(k, generations)
+    passed = pass_summary(table > 0, k)
+    best, best_se = mean_best_at_k(table, k)
+    return {**{name: passed[name] for name in ("k", "pass_at_1", "pass_at_1_se", "pass_at_k", "pass_at_k_se")},
+            "best_at_k": best, "best_at_k_se": best_se}
+
+
+def reply_metrics(r: ScoredReplies, reward: Any, generations: int | None = None, k: int = 1) -> dict:
+    """Means (and standard errors) over the replies of a ScoredReplies; with ``generations`` (replies per prompt,
+    rows by prompt) also :func:`pass_metrics` at ``k``."""
     n = len(r.texts)
     tokens = r.mask.sum().double()
     k1 = (r.logp - r.ref_logp).sum(-1)
@@ -97,7 +112,8 @@ def reply_metrics(r: ScoredReplies, reward: Any) -> dict:
             "kl_k1": float(k1.mean()), "kl_k1_se": se(k1), "kl_gap_se": se(k1 - r.exact_kl),
             "entropy": float(r.entropy.sum() / tokens),
             "ref_perplexity": float(torch.exp(-r.ref_logp.sum() / tokens)),
-            "distinct_1": distinct_n(r.replies, 1), "distinct_2": distinct_n(r.replies, 2), "replies": n}
+            "distinct_1": distinct_n(r.replies, 1), "distinct_2": distinct_n(r.replies, 2), "replies": n,
+            **(pass_metrics(r.scores, generations, k) if generations else {})}
 
 
 def worked_example(r: ScoredReplies, row: int, beta: float, tokenizer: Any,
@@ -141,4 +157,5 @@ def curves_figure(runs: dict[str, Any]):
     return fig
 
 
-__all__ = ["ScoredReplies", "curves_figure", "distinct_n", "reply_metrics", "score_replies", "worked_example"]
+__all__ = ["ScoredReplies", "curves_figure", "distinct_n", "pass_metrics", "reply_metrics", "score_replies",
+           "worked_example"]

@@ -12,8 +12,8 @@ from pglab.runtime.options import SettingsError
 
 STEP_COLUMNS = ("step", "reward", "reward_std", "kl_k1", "loss", "grad_norm", "zero_adv_groups", "lr", "seconds")
 """The metrics of a step the console table shows (every metric goes to metrics.jsonl)."""
-EVAL_COLUMNS = ("step", "reward", "reward_se", "p_positive", "kl_exact", "kl_k1", "entropy", "ref_perplexity",
-                "distinct_1", "distinct_2")
+EVAL_COLUMNS = ("step", "reward", "reward_se", "p_positive", "pass_at_1", "pass_at_k", "kl_exact", "kl_k1", "entropy",
+                "ref_perplexity", "distinct_1", "distinct_2")
 
 
 def escaped(text: str) -> str:

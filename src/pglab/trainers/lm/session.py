@@ -27,6 +27,7 @@ from pglab.trainers.lm.model import Models, adam, schedule
 from pglab.trainers.lm.rewards import Completions, Rewards
 from pglab.trainers.loop import TASKS, step_generator
 from pglab.trainers.update import UpdateSpec, pg_update
+from pglab.trainers.warnings import repeat_share
 
 
 def banned_ids(cfg: RLConfig, tokenizer) -> torch.Tensor:
@@ -124,7 +125,8 @@ class Session:
         self.ema.update(history[-1]["reward"])
         per_function = {f"reward/{name}": v for name, v in self.rewards.last.items()} if len(
             self.rewards.functions) > 1 else {}
-        return {**history[-1], **per_function}
+        capped = [len(ids) == cfg.max_completion_length for ids in reply_ids]
+        return {**history[-1], **per_function, "repeat_capped": repeat_share(reply_ids, capped)}
 
     def update(self, batch: TokenBatch) -> list[dict]:
         """The reference pass and the num_iterations optimiser steps on one batch -> each step's metrics (with lr)."""

@@ -116,7 +116,8 @@ def evaluate(session: Session, step: int, run: LMRun) -> dict[str, Any]:
     if step == cfg.max_steps:
         run.final_replies = scored.replies
         run.worked_example, run.worked_check = worked_example(scored, 0, cfg.beta, session.tokenizer, start)
-    return {"step": step, **reply_metrics(scored, session.rewards), "samples": scored.texts[:cfg.samples]}
+    return {"step": step, **reply_metrics(scored, session.rewards, cfg.eval_generations, cfg.num_generations),
+            "samples": scored.texts[:cfg.samples]}
 
 
 def lm_trainer(session: Session, run: LMRun, log: Callable[[dict], None] | None,
