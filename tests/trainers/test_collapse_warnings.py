@@ -153,3 +153,29 @@ def test_the_docs_calculator_skips_every_step_and_train_agent_says_so(tmp_path, 
     episodes = result["tables"]["sample_episodes"]
     assert episodes and episodes[0]["episode"].startswith("reward 0 | end ") and "> What is" in episodes[0]["episode"]
     assert {row["k"] for row in result["tables"]["pass_at_k"]} == {1}
+
+
+@pytest.mark.experiment
+def test_train_lm_with_a_constant_reward_says_every_step_was_skipped_and_reports_pass_at_k(tmp_path, monkeypatch,
+                                                                                          capsys, one_thread):
+    pytest.importorskip("transformers")
+    from pglab.cli import main
+    from pglab.models.default_lm import save_random_gpt2
+
+    monkeypatch.chdir(tmp_path)
+    save_random_gpt2(tmp_path / "gpt2", vocab=300, layers=1, width=32, heads=2)
+    (tmp_path / "prompts.txt").write_text("\n".join(f"the film number {i} was really quite something"
+                                                    for i in range(16)))
+    (tmp_path / "flat.py").write_text("def zero(texts):\n    return [0.0] * len(texts)\n")
+    args = ["train-lm", "--model", str(tmp_path / "gpt2"), "--prompts", str(tmp_path / "prompts.txt"), "--reward",
+            "flat:zero", "--steps", "3", "--prompts-per-step", "2", "--group-size", "2", "--advantage", "rloo",
+            "--prompt-length", "4", "--max-completion-length", "4", "--eval-prompts", "3", "--eval-generations", "3",
+            "--out", str(tmp_path / "run")]
+    assert main(args) == 0
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    assert len(printed) == 1 and printed[0].startswith("warning: 3 of 3 steps skipped with a zero gradient")
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["warnings"] == printed
+    last = [json.loads(line) for line in (tmp_path / "run" / "eval.jsonl").read_text().splitlines()][-1]
+    assert (last["k"], last["pass_at_1"], last["pass_at_1_se"], last["pass_at_k"]) == (2, 0.0, 0.0, 0.0)
+    assert result["tables"]["evaluation"][-1]["pass_at_k"] == 0.0
