@@ -68,6 +68,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                "(llm-ch6, agents-ch6 §6.6)"),
     "grpo-weights": ("grpo_weights", "per-prompt weight w(p, G) of GRPO, Dr. GRPO, RLOO and REINFORCE++-baseline on "
                                      "pass/fail rewards, G = 2 to 64: closed forms against exact audits"),
+    "kl-matrix": ("kl_matrix", "KL estimator x placement x level, on-policy and under noisy and stale samplers: the "
+                               "objective each follows and its exact bias, against closed forms"),
+    "offpolicy-bias": ("offpolicy_bias", "nine sampler/trainer mismatch corrections as the logit noise and the "
+                                         "staleness grow: exact bias, variance and the bias-variance frontier"),
 }
 """name -> (module in pglab.experiments, one-line summary)."""
 
