@@ -16,6 +16,7 @@ from pglab.trainers.warnings import (
     collapse_warnings,
     entropy_collapse,
     kl_explosion,
+    measured_fall,
     non_finite_steps,
     rate_fall,
     repeat_share,
@@ -114,6 +115,19 @@ def test_a_repeated_token_filling_calls_to_the_cap_warns_and_rare_repeats_do_not
                                               f"{STEPS - 1} ran to the token cap")
     rare = with_column(healthy(), "repeat_capped", np.full(STEPS, 0.05))
     assert repeated_tokens(rare) is None
+
+
+def test_a_trained_agent_passing_less_than_the_base_on_the_same_draws_warns_and_a_fall_within_the_noise_does_not():
+    base = np.zeros((10, 8))
+    for task, passes in enumerate([2, 1, 2, 1, 3, 1, 2, 2, 1, 1]):
+        base[task, :passes] = 1                                            # 16 of 80: 0.2
+    line = measured_fall(base, np.zeros((10, 8)), "heldout")
+    assert line.startswith("warning: the trained agent passes 0 of the heldout episodes against the base's 0.2 (the "
+                           "same draws, 80 episodes of 10 tasks")
+    wobble = base.copy()
+    wobble[[0, 2], 1] = 0                                                  # 14 of 80: a fall of 1.5 se
+    assert measured_fall(base, wobble, "heldout") is None
+    assert measured_fall(base[:1], np.zeros((1, 8)), "heldout") is None    # one task: no spread to judge by
 
 
 def test_rows_without_a_check_s_columns_make_it_silent():

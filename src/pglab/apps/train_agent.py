@@ -23,7 +23,7 @@ from pglab.stats import pass_summary
 from pglab.trainers.agent_config import AgentConfig
 from pglab.trainers.hf_agent import train_agent
 from pglab.trainers.tinyagent import SPLITS, behaviour, learning_curve, sample_transcripts, scripted_levels
-from pglab.trainers.warnings import collapse_warnings
+from pglab.trainers.warnings import collapse_warnings, measured_fall
 
 
 def agent_result(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resume: bool = False,
@@ -42,7 +42,7 @@ def pass_table(batch: TokenBatch) -> np.ndarray:
 
 def report(cfg: AgentConfig, quick: bool, before: dict, after: dict, run: dict, seconds: float) -> Result:
     """The Result of one train-agent run: before/after, pass@1 and pass@k, behaviour (BugFixEnv), sample episodes,
-    training table, learning curve and the collapse warnings of the training rows.
+    training table, learning curve, and the collapse warnings of the training rows and of the measured pass rates.
 
     ``before`` and ``after`` map each split to its measured TokenBatch (the same draws for both). pass@k takes k
     = the group size, capped at the episodes per task; its standard error is over the tasks (held-out seeds).
@@ -63,6 +63,7 @@ def report(cfg: AgentConfig, quick: bool, before: dict, after: dict, run: dict, 
     k = min(cfg.group_size, cfg.eval_per_task)
     result.tables["pass_at_k"] = [{"agent": agent, "split": split, **pass_summary(pass_table(batches[split]), k)}
                                   for split in SPLITS for agent, batches in (("base", before), ("trained", after))]
+    falls = [measured_fall(pass_table(before[split]), pass_table(after[split]), split) for split in SPLITS]
     headline = "pass_rate" if cfg.env == "bugfix" else "reward"
     for row in result.tables["before_after"]:
         key = "base" if row["agent"] == "base" else "trained"
@@ -73,7 +74,7 @@ def report(cfg: AgentConfig, quick: bool, before: dict, after: dict, run: dict, 
                                  for r in run["history"]]
     result.metrics.update({"steps": len(run["history"]), "train_seconds": run["seconds"], "total_seconds": seconds,
                            "resumed_from": run["resumed_from"]})
-    result.warnings = collapse_warnings(run["history"])
+    result.warnings = collapse_warnings(run["history"]) + [line for line in falls if line is not None]
     fig, ax = new_figure(figsize=(7, 4))
     levels = {"scripted blind (train)": scripted_levels(make_tasks("train"))["blind"]} if cfg.env == "bugfix" else {}
     learning_curve(ax, run["history"], [{"step": e["step"], "pass_rate": e[headline]} for e in run["evals"]], levels)

@@ -167,6 +167,23 @@ def rate_fall(history: Sequence[Mapping[str, Any]], key: str) -> str | None:
             f"{advice}")
 
 
+def measured_fall(before: np.ndarray, after: np.ndarray, split: str) -> str | None:
+    """The trained agent's pass rate on ``split`` fell below the base's, measured on the same draws, by more than
+    SIGMAS standard errors of the paired difference (over tasks) and FALL_SHARE of the base's; before, after
+    [tasks, episodes per task] 0/1 tables, rows the same tasks."""
+    base, trained = np.asarray(before, dtype=np.float64).mean(1), np.asarray(after, dtype=np.float64).mean(1)
+    tasks = len(base)
+    if tasks < 2:
+        return None
+    start, end = float(base.mean()), float(trained.mean())
+    se = float(np.std(base - trained, ddof=1) / math.sqrt(tasks))
+    if not (start - end > SIGMAS * se and start - end >= FALL_SHARE * start and start > 0):
+        return None
+    return (f"warning: the trained agent passes {end:.3g} of the {split} episodes against the base's {start:.3g} "
+            f"(the same draws, {np.asarray(before).size} episodes of {tasks} tasks; {SIGMAS:g} se of the paired "
+            f"difference {SIGMAS * se:.2g}); {RATE_ADVICE['pass_rate'][1]}")
+
+
 def kl_explosion(history: Sequence[Mapping[str, Any]]) -> str | None:
     """The KL per policy token is not finite, or over the last window exceeds KL_FLOOR and KL_GROWTH times the
     window's before it, by more than SIGMAS standard errors."""
@@ -213,5 +230,5 @@ def collapse_warnings(history: Sequence[Mapping[str, Any]]) -> list[str]:
 
 __all__ = ["ENTROPY_SHARE", "FALL_SHARE", "KL_FLOOR", "KL_GROWTH", "MIN_WINDOW", "REPEAT_MAJORITY", "REPEAT_SHARE",
            "SIGMAS", "SKIP_PATIENCE", "WINDOW_SHARE", "call_repeat_share", "collapse_warnings", "entropy_collapse",
-           "kl_explosion", "monitored", "non_finite_steps", "rate_fall", "repeat_share", "repeated_tokens",
-           "skipped_steps", "window"]
+           "kl_explosion", "measured_fall", "monitored", "non_finite_steps", "rate_fall", "repeat_share",
+           "repeated_tokens", "skipped_steps", "window"]
