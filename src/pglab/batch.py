@@ -26,7 +26,9 @@ class TokenBatch:
     ids [B, T] long; attention_mask [B, T] (1 on real tokens); action_mask [B, T] (1 on policy
     tokens, 0 at position 0); owner [B, T] long (PAD, PROMPT, POLICY, TOOL); rewards [B] and/or
     token_rewards [B, T]; group [B] long (rows with the same value answer the same prompt or task);
-    logp_old and ref_logp [B, T] optional, aligned with ids; info: one entry per row (the collector's EpisodeLog).
+    logp_old and ref_logp [B, T] optional, aligned with ids; rollout_logp [B, T] optional: the sampler's
+    log-probs of the tokens when the sampler is not the trained policy (stale parameters, another kernel), read by
+    the mismatch corrections; info: one entry per row (the collector's EpisodeLog).
     """
 
     ids: torch.Tensor
@@ -38,6 +40,7 @@ class TokenBatch:
     token_rewards: torch.Tensor | None = None
     logp_old: torch.Tensor | None = None
     ref_logp: torch.Tensor | None = None
+    rollout_logp: torch.Tensor | None = None
     info: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:

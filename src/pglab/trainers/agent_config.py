@@ -14,6 +14,7 @@ import torch
 from pglab.estimators.advantages import KINDS, uses_groups
 from pglab.runtime.options import SettingsError, flag_of, option
 from pglab.trainers.tinyagent import FORMAT_PENALTY
+from pglab.trainers.update import check_zoo
 
 
 @dataclass
@@ -42,6 +43,23 @@ class AgentConfig:
     """Episodes per drawn task for rloo, grpo and dr_grpo."""
     learning_rate: float = 2e-3
     """Adam step size."""
+    loss: str = "reinforce"
+    """The surrogate: reinforce (-A log pi) | ppo | gspo | gspo-token | gmpo | cispo | sapo | dppo (docs/losses.md)."""
+    epsilon: float | None = None
+    """Lower range of the loss's clip (gmpo: in log space; dppo: the divergence bound); None: the loss's default."""
+    epsilon_high: float | None = None
+    """Upper range of the loss's clip (None: the loss's default, else epsilon)."""
+    dual_clip: float | None = None
+    """--loss ppo: cap a negative advantage's loss at -dual_clip A (a number > 1; None: none)."""
+    is_correction: str = "none"
+    """Weigh each token by rho = pi_old / pi_sampler: none | token-tis | sequence-tis | token-mask | sequence-mask |
+    geo-mask (a no-op unless --staleness > 0)."""
+    is_cap: float = 2.0
+    """The correction's bound C >= 1: TIS's cap min(rho, C); the masks keep rho in [1 / C, C]."""
+    num_iterations: int = 1
+    """Optimiser steps per collected batch, each against the policy before the first (reinforce: PPO's clip)."""
+    staleness: int = 0
+    """Collect each step's episodes with the parameters of this many steps earlier (async training; 0: current)."""
     max_call_tokens: int = 24
     """Token cap of one call (a call also ends at its closing text)."""
     max_obs_tokens: int = 96
@@ -63,9 +81,13 @@ class AgentConfig:
     def validate(self) -> None:
         """Raise SettingsError naming the fix for any inconsistent setting (run when the settings are made)."""
         for name in ("steps", "episodes_per_step", "group_size", "max_call_tokens", "max_obs_tokens", "eval_every",
-                     "eval_per_task"):
+                     "eval_per_task", "num_iterations"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{flag_of(AgentConfig, name)} must be at least 1, got {getattr(self, name)}")
+        check_zoo(self.loss, self.epsilon, self.epsilon_high, self.dual_clip, self.is_correction, self.is_cap)
+        if self.staleness < 0:
+            raise SettingsError(f"--staleness must be at least 0 (0: collect with the current parameters), got "
+                                f"{self.staleness}")
         if self.seed < 0 or self.beta < 0 or not 0 <= self.format_penalty < float("inf") or self.learning_rate <= 0:
             raise SettingsError("pass --seed >= 0, --beta >= 0, --format-penalty >= 0 and --learning-rate > 0")
         if self.env != "bugfix" and self.format_penalty:

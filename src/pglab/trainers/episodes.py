@@ -38,7 +38,8 @@ from pglab.trainers.loop import (
     run_loop,
     step_generator,
 )
-from pglab.trainers.update import UpdateSpec, pg_update
+from pglab.trainers.staleness import StaleSampler
+from pglab.trainers.update import DIAGNOSTICS, UpdateSpec, clipped_ratio, pg_update
 from pglab.trainers.warnings import monitored
 
 LOG = "train.jsonl"
@@ -80,6 +81,22 @@ class ReinforceSettings:
     """Price of the KL to the reference policy (0: none)."""
     kl_in: str = "reward"
     """Where the KL goes: k1 per token in the reward, or k3 in the loss."""
+    loss: str = "reinforce"
+    """The surrogate (UpdateSpec.loss): reinforce | ppo | gspo | gspo-token | gmpo | cispo | sapo | dppo."""
+    epsilon: float | None = None
+    """The loss's lower clip range (None: the loss's default, UpdateSpec.clip_range)."""
+    epsilon_high: float | None = None
+    """The loss's upper clip range (None: the loss's default, else epsilon)."""
+    dual_clip: float | None = None
+    """ppo only: the dual clip's cap c > 1 (None: none)."""
+    is_correction: str = "none"
+    """The mismatch correction (UpdateSpec.is_correction); a no-op unless staleness > 0."""
+    is_cap: float = 2.0
+    """The correction's bound C >= 1: TIS's cap, the masks' [1 / C, C]."""
+    num_iterations: int = 1
+    """Optimiser steps per collected batch, each against the policy before the first (reinforce: PPO's clip)."""
+    staleness: int = 0
+    """Collect each step's episodes with the parameters of this many steps earlier (0: the current ones)."""
     eval_every: int = 10
     """Steps between held-out evaluations (one also runs before the first step and after the last)."""
     eval_per_task: int = 8
@@ -96,7 +113,19 @@ class ReinforceSettings:
         """The settings a resumed run must share with its checkpoint."""
         return {"steps": self.steps, "batch_size": self.batch_size, "lr": self.lr, "advantage": self.advantage,
                 "group_size": self.group, "mode": self.mode, "seed": self.seed, "ema_decay": self.ema_decay,
-                "baseline_init": self.baseline_init, "beta": self.beta, "kl_in": self.kl_in}
+                "baseline_init": self.baseline_init, "beta": self.beta, "kl_in": self.kl_in, "loss": self.loss,
+                "epsilon": self.epsilon, "epsilon_high": self.epsilon_high, "dual_clip": self.dual_clip,
+                "is_correction": self.is_correction, "is_cap": self.is_cap, "num_iterations": self.num_iterations,
+                "staleness": self.staleness}
+
+    def update_spec(self, processes: int) -> UpdateSpec:
+        """The update of every step: this advantage, loss and correction over groups of ``group`` episodes."""
+        return UpdateSpec(self.advantage, self.group, beta=self.beta, kl_in=self.kl_in, mode=self.mode,
+                          norm_const=self.norm_const, loss=self.loss,
+                          ratio=clipped_ratio(self.loss, self.num_iterations), epsilon=self.epsilon,
+                          epsilon_high=self.epsilon_high, dual_clip=self.dual_clip, is_correction=self.is_correction,
+                          is_cap=self.is_cap, max_grad_norm=self.max_grad_norm,
+                          chunk_tokens=CHUNK_TOKENS if processes == 1 else 0)
 
 
 @dataclass(frozen=True)
@@ -142,6 +171,12 @@ def check_format_penalty(cost: float) -> None:
         raise ValueError(f"format_penalty is the cost of one malformed call, a finite number >= 0; got {cost!r}")
 
 
+def sampled(batch: TokenBatch, stale: bool) -> TokenBatch:
+    """The collected ``batch`` with the collector's log-probs as the sampler's (rollout_logp) when the sampler is
+    stale, else dropped: the loss's pi_old is the trained policy's own log-probs before the update."""
+    return dataclasses.replace(batch, logp_old=None, rollout_logp=batch.logp_old if stale else None)
+
+
 class EpisodeReinforce:
     """One agent's training state (policy, Adam, EMA baseline) with the step and evaluation it gives the loop."""
 
@@ -154,29 +189,36 @@ class EpisodeReinforce:
                              "processes")
         if settings.beta > 0 and reference is None:
             raise ValueError("beta > 0 needs the reference policy; pass reference=")
+        if settings.num_iterations < 1 or settings.staleness < 0 or (settings.staleness and size > 1):
+            raise ValueError(f"pass num_iterations >= 1 and staleness >= 0 (0 under torchrun: the stale sampler runs "
+                             f"in one process), got {settings.num_iterations} and {settings.staleness}")
         self.policy, self.source, self.settings, self.reference = policy, source, settings, reference
         self.rank, self.local = rank, settings.batch_size // size
-        self.spec = UpdateSpec(settings.advantage, group, beta=settings.beta, kl_in=settings.kl_in, mode=settings.mode,
-                               norm_const=settings.norm_const, max_grad_norm=settings.max_grad_norm,
-                               chunk_tokens=CHUNK_TOKENS if size == 1 else 0)
+        self.spec = settings.update_spec(size)
+        self.stale = StaleSampler(policy, settings.staleness) if settings.staleness else None
         self.optimizer = torch.optim.Adam(policy.module.parameters(), lr=settings.lr)
         self.baseline = EMABaseline(settings.baseline_init, settings.ema_decay)
         self.device = next(policy.module.parameters()).device
 
     def step(self, step: int, run: LoopRun) -> dict[str, Any]:
-        """Collect this process's share of the step's episodes, take one pg_update -> the step's row."""
+        """Collect this process's share of the step's episodes (from the stale sampler with staleness), take
+        num_iterations pg_updates -> the step's row (the last update's loss and diagnostics)."""
         s, source = self.settings, self.source
         keys = draw_keys(source.train_keys, s.batch_size, self.spec.group_size, step_generator(s.seed, step, TASKS))
         mine = keys[self.rank * self.local:(self.rank + 1) * self.local]
-        batch = source.collect(self.policy, mine, step_generator(s.seed, step, 1 + self.rank), True).to(self.device)
+        sampler = self.stale.advance(self.policy.module) if self.stale else self.policy
+        batch = sampled(source.collect(sampler, mine, step_generator(s.seed, step, 1 + self.rank), True),
+                        self.stale is not None).to(self.device)
         if s.beta > 0:
             with torch.no_grad():
                 batch.ref_logp = sequence_log_probs(self.reference, batch) * batch.action_mask
-        update = pg_update(self.policy, self.optimizer, batch, self.spec, baseline=self.baseline.value)
+        update = [pg_update(self.policy, self.optimizer, batch, self.spec, baseline=self.baseline.value)
+                  for _ in range(s.num_iterations)][-1]
         held = run.evals[-1][source.headline] if run.evals and run.evals[-1]["step"] == step else None
         row = {"step": step, **source.stats(batch), "baseline": self.baseline.value, "loss": update["loss"],
                "score_loss": update["score_loss"], "grad_norm": update["grad_norm"], "skipped": update["skipped"],
-               f"heldout_{source.headline}": held, **monitored(update, batch, s.beta)}
+               f"heldout_{source.headline}": held, **monitored(update, batch, s.beta),
+               **{k: update[k] for k in DIAGNOSTICS if k in update}}
         self.baseline.update(update["reward"])
         return row
 
@@ -188,12 +230,15 @@ class EpisodeReinforce:
 
     def state(self) -> dict[str, Any]:
         return {"model": self.policy.module.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "baseline": {"value": self.baseline.value, "count": self.baseline.count}}
+                "baseline": {"value": self.baseline.value, "count": self.baseline.count},
+                **({"stale": self.stale.state()} if self.stale else {})}
 
     def restore(self, state: Mapping[str, Any]) -> None:
         self.policy.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.baseline.value, self.baseline.count = state["baseline"]["value"], state["baseline"]["count"]
+        if self.stale:
+            self.stale.restore(state["stale"])
 
     def status(self, row: dict[str, Any], run: LoopRun) -> str:
         """The progress bar's line: the batch reward, the last held-out headline, the gradient norm."""

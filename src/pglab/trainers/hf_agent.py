@@ -171,7 +171,10 @@ def reinforce_settings(cfg: AgentConfig) -> ReinforceSettings:
     """The REINFORCE settings of ``cfg`` (the rest at ReinforceSettings' defaults)."""
     return ReinforceSettings(steps=cfg.steps, batch_size=cfg.episodes_per_step, lr=cfg.learning_rate,
                              advantage=cfg.advantage, group_size=cfg.group_size, beta=cfg.beta,
-                             eval_every=cfg.eval_every, eval_per_task=cfg.eval_per_task, seed=cfg.seed)
+                             eval_every=cfg.eval_every, eval_per_task=cfg.eval_per_task, seed=cfg.seed, loss=cfg.loss,
+                             epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high, dual_clip=cfg.dual_clip,
+                             is_correction=cfg.is_correction, is_cap=cfg.is_cap, num_iterations=cfg.num_iterations,
+                             staleness=cfg.staleness)
 
 
 def episode_source(cfg: AgentConfig, layout: TextLayout, make_env: Callable[[str], TextTurnEnv]) -> EpisodeSource:

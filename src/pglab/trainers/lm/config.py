@@ -10,7 +10,7 @@ from pglab.estimators.advantages import KINDS, SCALES, uses_groups
 from pglab.estimators.losses import MODES
 from pglab.models.default_lm import SIZES
 from pglab.runtime.options import SettingsError, check_folder, flag_of, option
-from pglab.trainers.update import KL_IN
+from pglab.trainers.update import KL_IN, check_zoo
 
 SCHEDULES = ("constant", "linear", "cosine")
 CHAT_TEMPLATES = ("auto", "always", "never")
@@ -54,11 +54,24 @@ class RLConfig:
     gradient_accumulation_steps: int = 1
     """Score and back-propagate each step's replies in this many parts (whole groups); the update is unchanged."""
     num_iterations: int = 1
-    """Optimiser steps per sampled batch; after the first, PPO's clipped ratio pi / pi_old (TRL's num_iterations)."""
-    epsilon: float = 0.2
-    """Clipping range of the ratio when num_iterations > 1: [1 - epsilon, 1 + epsilon_high]."""
+    """Optimiser steps per sampled batch, each against pi_old, the policy before the first (TRL's num_iterations);
+    with --loss reinforce, PPO's clipped ratio pi / pi_old."""
+    loss: str = "reinforce"
+    """The surrogate: reinforce (-A log pi) | ppo | gspo | gspo-token | gmpo | cispo | sapo | dppo (docs/losses.md)."""
+    epsilon: float | None = None
+    """Lower range of the loss's clip: [1 - epsilon, 1 + epsilon_high] (gmpo: in log space; dppo: the divergence
+    bound); None: the loss's default (0.2; gspo 3e-4; gmpo 0.4; cispo none)."""
     epsilon_high: float | None = None
-    """Upper clipping range (None: epsilon)."""
+    """Upper range (None: the loss's default, gspo 4e-4 and cispo 0.28, else epsilon)."""
+    dual_clip: float | None = None
+    """--loss ppo: cap a negative advantage's loss at -dual_clip A (a number > 1; None: none)."""
+    is_correction: str = "none"
+    """Weigh each token by rho = pi_old / pi_sampler: none | token-tis | sequence-tis | token-mask | sequence-mask |
+    geo-mask (a no-op unless --staleness > 0: on-policy the sampler is pi_old exactly)."""
+    is_cap: float = 2.0
+    """The correction's bound C >= 1: TIS's cap min(rho, C); the masks keep rho in [1 / C, C]."""
+    staleness: int = 0
+    """Sample each step's replies with the parameters of this many steps earlier (async training; 0: the current)."""
     lora_r: int = 0
     """LoRA rank (peft; 0: train every weight). With LoRA only the adapter is trained and saved, and the
     reference is the base model with the adapter disabled."""
@@ -134,6 +147,9 @@ class RLConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise SettingsError(f"{flag_of(RLConfig, name)} must be at least 1, got {getattr(self, name)}")
+        if self.staleness < 0:
+            raise SettingsError(f"--staleness must be at least 0 (0: sample with the current parameters), got "
+                                f"{self.staleness}")
         if self.prompt_length is not None and self.prompt_length < 1:
             raise SettingsError(f"--prompt-length must be at least 1 (or None: whole prompts), got "
                                 f"{self.prompt_length}")
@@ -157,8 +173,7 @@ class RLConfig:
             raise SettingsError(f"pass --temperature > 0 and 0 < --top-p <= 1, got {self.temperature} and {self.top_p}")
         if self.warmup_steps < 0 or not 0 <= self.warmup_ratio < 1:
             raise SettingsError("pass --warmup-steps >= 0 and 0 <= --warmup-ratio < 1")
-        if not self.epsilon > 0 or (self.epsilon_high is not None and not self.epsilon_high > 0):
-            raise SettingsError("pass --epsilon > 0 (and --epsilon-high > 0 or None)")
+        check_zoo(self.loss, self.epsilon, self.epsilon_high, self.dual_clip, self.is_correction, self.is_cap)
         if self.lora_r < 0 or not self.lora_alpha > 0:
             raise SettingsError("pass --lora-r >= 0 (0: no LoRA) and --lora-alpha > 0")
         specs = self.reward_specs

@@ -26,7 +26,8 @@ from pglab.trainers.lm.data import PromptSet, load_prompts
 from pglab.trainers.lm.model import Models, adam, schedule
 from pglab.trainers.lm.rewards import Completions, Rewards
 from pglab.trainers.loop import TASKS, step_generator
-from pglab.trainers.update import UpdateSpec, pg_update
+from pglab.trainers.staleness import StaleSampler
+from pglab.trainers.update import UpdateSpec, clipped_ratio, pg_update
 from pglab.trainers.warnings import repeat_share
 
 
@@ -40,11 +41,14 @@ def banned_ids(cfg: RLConfig, tokenizer) -> torch.Tensor:
 
 def update_spec(cfg: RLConfig) -> UpdateSpec:
     """The update train-lm takes every step: rows of num_generations replies per prompt, constant over
-    prompts_per_step x num_generations x max_completion_length, the clipped ratio when num_iterations > 1."""
+    prompts_per_step x num_generations x max_completion_length, the loss and correction of cfg (reinforce: the
+    clipped ratio when num_iterations > 1)."""
     return UpdateSpec(cfg.advantage, cfg.num_generations, scale=cfg.scale_rewards, **cfg.std_options, beta=cfg.beta,
                       kl_in=cfg.kl_in, mode=cfg.loss_mode,
                       norm_const=cfg.prompts_per_step * cfg.num_generations * cfg.max_completion_length,
-                      ratio=cfg.num_iterations > 1, epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high,
+                      loss=cfg.loss, ratio=clipped_ratio(cfg.loss, cfg.num_iterations), epsilon=cfg.epsilon,
+                      epsilon_high=cfg.epsilon_high, dual_clip=cfg.dual_clip, is_correction=cfg.is_correction,
+                      is_cap=cfg.is_cap,
                       max_grad_norm=cfg.max_grad_norm, micro_batches=cfg.gradient_accumulation_steps, chunk_tokens=0)
 
 
@@ -75,6 +79,7 @@ class Session:
         self.optimizer = adam(cfg, self.models.trainable())
         self.scheduler = schedule(cfg, self.optimizer)
         self.ema = EMABaseline(0.0, cfg.ema_decay)
+        self.stale = StaleSampler(self.sampler, cfg.staleness) if cfg.staleness else None
 
     def reference(self, fresh: Callable[[], torch.nn.Module] | None = None):
         """A context giving the reference as an HFPolicy (same temperature and banned ids; no nucleus)."""
@@ -94,12 +99,14 @@ class Session:
                            replies, completion_ids, {k: [v[i] for i in rows] for k, v in prompts.columns.items()},
                            prompts.conversational)
 
-    def sample(self, prompts: PromptSet, index: list[int], generations: int, generator: torch.Generator):
-        """(ids, action mask, prompt mask) of ``generations`` replies to each of prompts[index], rows by group."""
+    def sample(self, prompts: PromptSet, index: list[int], generations: int, generator: torch.Generator,
+               sampler: HFPolicy | None = None):
+        """(ids, action mask, prompt mask) of ``generations`` replies to each of prompts[index], rows by group,
+        drawn from ``sampler`` (None: the current policy)."""
         prompt_ids, prompt_mask = prompts.padded(index, self.pad, self.device)
         prompt_ids, prompt_mask = (x.repeat_interleave(generations, 0) for x in (prompt_ids, prompt_mask))
-        ids, mask = sample_replies(self.sampler, prompt_ids, self.cfg.max_completion_length, generator, self.eos,
-                                   group_size=generations, prompt_mask=prompt_mask)
+        ids, mask = sample_replies(sampler or self.sampler, prompt_ids, self.cfg.max_completion_length, generator,
+                                   self.eos, group_size=generations, prompt_mask=prompt_mask)
         return ids, mask, prompt_mask
 
     def decode(self, ids: torch.Tensor, mask: torch.Tensor, start: int) -> tuple[list[str], list[list[int]]]:
@@ -115,28 +122,37 @@ class Session:
         pick = torch.randint(len(self.train_prompts), (cfg.prompts_per_step,),
                              generator=step_generator(cfg.seed, step, TASKS, self.device), device=self.device)
         index = pick[self.rank * local:(self.rank + 1) * local].tolist()
+        sampler = self.stale.advance(self.models.model) if self.stale else self.sampler
         ids, mask, prompt_mask = self.sample(self.train_prompts, index, k,
-                                             step_generator(cfg.seed, step, 1 + self.rank, self.device))
+                                             step_generator(cfg.seed, step, 1 + self.rank, self.device), sampler)
         start = prompt_mask.shape[1]
         replies, reply_ids = self.decode(ids, mask, start)
         scores = self.rewards.score(self.completions(self.train_prompts, [i for i in index for _ in range(k)],
                                                      replies, reply_ids))
-        history = self.update(reply_batch(ids, mask, start, k, scores, prompt_mask=prompt_mask))
+        batch = reply_batch(ids, mask, start, k, scores, prompt_mask=prompt_mask)
+        if self.stale and cfg.is_correction != "none":
+            batch.rollout_logp = self.score(sampler, batch, start)
+        history = self.update(batch)
         self.ema.update(history[-1]["reward"])
         per_function = {f"reward/{name}": v for name, v in self.rewards.last.items()} if len(
             self.rewards.functions) > 1 else {}
         capped = [len(ids) == cfg.max_completion_length for ids in reply_ids]
         return {**history[-1], **per_function, "repeat_capped": repeat_share(reply_ids, capped)}
 
+    def score(self, policy: HFPolicy, batch: TokenBatch, start: int) -> torch.Tensor:
+        """log ``policy`` of the batch's tokens [B, T] from position ``start``, 0 off the policy's (no gradient)."""
+        with torch.no_grad():
+            logp = sequence_log_probs(policy, batch, start=start, group_size=self.cfg.num_generations,
+                                      chunk_tokens=batch.ids.numel() // self.cfg.gradient_accumulation_steps)
+        return torch.where(batch.action_mask.bool(), logp, 0.0)
+
     def update(self, batch: TokenBatch) -> list[dict]:
         """The reference pass and the num_iterations optimiser steps on one batch -> each step's metrics (with lr)."""
-        cfg, k = self.cfg, self.cfg.num_generations
+        cfg = self.cfg
         start = int((batch.action_mask.cumsum(-1) == 0).sum(-1).min())     # the first reply position, P
         if cfg.beta > 0:
-            with torch.no_grad(), self.reference() as ref:
-                ref_logp = sequence_log_probs(ref, batch, start=start, group_size=k,
-                                              chunk_tokens=batch.ids.numel() // cfg.gradient_accumulation_steps)
-            batch.ref_logp = torch.where(batch.action_mask.bool(), ref_logp, 0.0)
+            with self.reference() as ref:
+                batch.ref_logp = self.score(ref, batch, start)
         history, spec = [], update_spec(cfg)
         for _ in range(cfg.num_iterations):
             lr = self.scheduler.get_last_lr()[0]

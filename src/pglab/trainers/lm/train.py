@@ -46,7 +46,8 @@ RESUME_KEYS = ("model", "default_size", "reward", "reward_weights", "prompts", "
                "num_generations", "prompt_length", "max_completion_length", "ban_eos", "banned_tokens", "temperature",
                "top_p", "advantage", "scale_rewards", "std", "ema_decay", "beta", "kl_in", "aggregation",
                "max_grad_norm", "seed", "gradient_accumulation_steps", "num_iterations", "epsilon", "epsilon_high",
-               "lora_r", "lora_alpha", "lora_target_modules")
+               "lora_r", "lora_alpha", "lora_target_modules", "loss", "dual_clip", "is_correction", "is_cap",
+               "staleness")
 """Settings a resumed run must share with the checkpoint."""
 
 
@@ -143,11 +144,14 @@ def lm_trainer(session: Session, run: LMRun, log: Callable[[dict], None] | None,
         session.optimizer.load_state_dict(state["optimizer"])
         session.scheduler.load_state_dict(state["scheduler"])
         session.ema.value, session.ema.count = state["ema"]
+        if session.stale:
+            session.stale.restore(state["stale"])
 
     return Trainer(step=lambda step, loop: {"step": step + 1, **session.step(step)}, evaluate=evaluate_here,
                    state=lambda: {"policy": session.models.state(), "optimizer": session.optimizer.state_dict(),
                                   "scheduler": session.scheduler.state_dict(),
-                                  "ema": (session.ema.value, session.ema.count)},
+                                  "ema": (session.ema.value, session.ema.count),
+                                  **({"stale": session.stale.state()} if session.stale else {})},
                    restore=restore, on_row=on_row)
 
 
