@@ -91,7 +91,8 @@ class Config:
             raise SettingsError("noise_scales, staleness and caps need two values each: the claims compare them")
 
 
-def weighted_reinforce(weights: torch.Tensor, logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor):
+def weighted_reinforce(weights: torch.Tensor, logp: torch.Tensor, adv: torch.Tensor,
+                       mask: torch.Tensor) -> torch.Tensor:
     """(1/B) sum_i sum_t -w_t A_i log pi_t; weights, logp, mask [B, T], adv [B] -> scalar."""
     return reinforce_loss(logp, weights * adv[:, None], mask, "seq_mean_token_sum")
 
