@@ -32,7 +32,7 @@ from pglab.trainers.update import DIAGNOSTICS, IS_CORRECTIONS, LOSSES, UpdateSpe
 
 PROMPT, REPLY, GROUP, GROUPS = 2, 5, 2, 3
 TIGHT = {"rtol": 1e-12, "atol": 1e-12}
-BY_HAND = {  # each loss as the pure function with the defaults docs/training.md states
+BY_HAND = {  # each loss as the pure function with the defaults docs/lm.md states
     "ppo": lambda logp, old, adv, mask: ppo_clip(logp, old, adv, mask, epsilon=0.2, epsilon_high=0.2),
     "gspo": lambda logp, old, adv, mask: gspo(logp, old, adv, mask, epsilon=3e-4, epsilon_high=4e-4),
     "gspo-token": lambda logp, old, adv, mask: gspo_token(logp, old, adv, mask, epsilon=3e-4, epsilon_high=4e-4),
