@@ -4,7 +4,13 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
-EXTRAS ?= dev,ray,web,lm,lora,tensorboard,bench
+EXTRAS ?= dev,ray,web,lm,lora,tensorboard,bench,conform
+# The peers whose own loss code tests/audit/test_presets_peers.py runs. verl and OpenRLHF pin GPU stacks
+# (flash-attn, DeepSpeed, vLLM, transformers < 5.11 or == 5.15) that pip cannot install beside pglab[lm], so their
+# wheels and the pure-Python modules their algorithm files import go in without dependencies, into a folder that
+# only the tests put on sys.path.
+PEERS  := verl==0.9.1 openrlhf==0.11.2 tensordict==0.10.0 pyvers==0.1.0 codetiming==1.4.0 orjson==3.13.0 \
+          omegaconf==2.4.0
 
 .PHONY: demo test test-fast lint bench docs-numbers clean
 
@@ -13,6 +19,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	touch $@
+
+$(VENV)/.peers: $(VENV)/.installed Makefile
+	rm -rf $(VENV)/peers
+	$(PY) -m pip install -q --no-deps --target $(VENV)/peers $(PEERS)
+	rm -rf $(VENV)/peers/scripts $(VENV)/peers/tests   # the wheels' top-level test and script packages
 	touch $@
 
 # Debian packages some tests use (bubblewrap, chromium); without them those tests skip with the reason.
@@ -25,7 +37,7 @@ demo: $(VENV)/.installed
 
 # Every tier: unit, integration (other processes: subprocesses, the sandbox, torch.distributed, a browser)
 # and experiment (experiments and training runs at reduced size). CI runs this (.ci/run).
-test: $(VENV)/.installed $(VENV)/.system
+test: $(VENV)/.installed $(VENV)/.system $(VENV)/.peers
 	$(PY) -m pytest -q -n 2 --dist loadfile
 
 # The unit tier only (in-process tests, about a minute on 2 cores): the loop while editing.

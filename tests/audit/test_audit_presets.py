@@ -1,4 +1,4 @@
-"""Every audit preset against a hand-written reference: the peer's own loss code, transcribed line by line.
+"""The first audit presets against a hand-written reference: the peer's own loss code, transcribed line by line.
 
 The pglab presets run the trainer's own ``pg_loss``; their reference is the update as the book
 defines it. The references of the others follow TRL's GRPOTrainer._compute_loss and RLOOTrainer, verl's core_algos (GRPO
@@ -85,7 +85,8 @@ def verl_agg_loss(loss_mat, loss_mask, loss_agg_mode):
         seq_losses = torch.sum(loss_mat * loss_mask, dim=-1) / (seq_mask + 1e-8)
         seq_mask = (seq_mask > 0).float()
         return (seq_losses * seq_mask).sum() / seq_mask.sum()
-    return torch.sum(torch.sum(loss_mat * loss_mask, dim=-1)) / loss_mask.shape[-1]   # seq-mean-token-sum-norm
+    seq_losses = torch.sum(loss_mat * loss_mask, dim=-1)                            # seq-mean-token-sum-norm:
+    return seq_losses.mean() / loss_mask.shape[-1]                                  # 0.9.1 divides by B too
 
 
 def verl_kl_penalty_forward(logprob, ref_logprob, kl_penalty):
@@ -112,12 +113,12 @@ def verl_reference(kl_loss_type, loss_agg_mode, kl_loss_coef):
 
 def openrlhf_reference(estimator, kl_coef):
     def loss(action_log_probs, base_action_log_probs, r, action_mask, group):
-        rewards = r.clamp(-10, 10).reshape(-1, K)
+        rewards = r.reshape(-1, K)
         if estimator == "rloo":
             rewards = rewards - (rewards.sum(-1, keepdim=True) - rewards) / (K - 1)
         elif estimator == "group_norm":
             rewards = (rewards - rewards.mean(-1, keepdim=True)) / (rewards.std(-1, keepdim=True) + 1e-9)
-        rewards = rewards.reshape(-1)
+        rewards = rewards.reshape(-1).clamp(-10, 10)                               # compute_reward clips after
         kl = (action_log_probs - base_action_log_probs).detach()
         eos_indices = action_mask.size(1) - 1 - action_mask.long().fliplr().argmax(dim=1, keepdim=True)
         last_reward = torch.zeros_like(kl).scatter_(dim=1, index=eos_indices, src=rewards.unsqueeze(1))
@@ -178,12 +179,14 @@ def references(beta):
     return refs
 
 
-def test_every_preset_has_a_reference():
-    assert set(references(0.1)) == set(PRESETS)
+def test_every_hand_reference_names_a_preset():
+    """The presets read before the peers could be imported; tests/audit/test_presets_peers.py runs every peer
+    preset against the peer's own code."""
+    assert set(references(0.1)) <= set(PRESETS)
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.3])
-@pytest.mark.parametrize("name", sorted(PRESETS))
+@pytest.mark.parametrize("name", sorted(references(0.0)))
 def test_preset_gradient_matches_the_peer_code(name, beta, batch):
     ours, theirs = grad_of(get_preset(name, beta), batch), grad_of(references(beta)[name], batch)
     # rtol 1e-8: verl's seq-mean-token-mean divides by (length + 1e-8), a relative change of at most 1e-8

@@ -1,10 +1,11 @@
-"""Named losses: the KL placements, and the configurations users run in TRL, verl and OpenRLHF.
+"""Named losses: the KL placements, pglab's own trainer, and the configurations users run in TRL, verl and OpenRLHF.
 
-Every preset is written with pglab's estimators and has the audit's signature
-loss_fn(logp, ref_logp, rewards, mask, group) -> scalar. The batch is on-policy (the sampling
-policy is the current one), so a clipped importance ratio exp(logp - logp_old) is 1 with gradient
-grad logp: the policy term of PPO-style losses is ``reinforce_loss`` with the same aggregation.
-Where each peer configuration comes from (file and option) is in docs/audit.md.
+Every preset is written with pglab's estimators. A peer preset (``pglab.audit.peers``) has the signature
+loss_fn(logp, ref_logp, rewards, mask, group, *, rollout_logp=None, old_logp=None): off-policy the audit passes
+the behaviour's and the proximal policy's log-probs of the sampled tokens, on-policy both are logp.detach().
+The pglab presets, ``placement_loss`` and ``advantage_loss`` take the five arguments (REINFORCE: off-policy they
+are the uncorrected estimator). Where each peer configuration comes from, and the test that runs the peer's own
+code against it, is in docs/audit.md.
 """
 
 from __future__ import annotations
@@ -12,30 +13,21 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
+from pglab.audit.peers.common import LossFn, by_group, group_advantages
+from pglab.audit.peers.openrlhf import ESTIMATORS, OpenRlhfConfig, openrlhf_loss
+from pglab.audit.peers.trl import VLLM_MODES, TrlConfig, trl_grpo_loss, trl_rloo_loss
+from pglab.audit.peers.verl import LOSSES, VERL_KL, VERL_MODES, VerlConfig, verl_loss
 from pglab.estimators import (
     aggregate_loss,
     discounted_returns,
     kl_estimate,
-    kl_shaped_rewards,
     leave_one_out,
-    masked_mean,
     reinforce_loss,
 )
-from pglab.estimators.advantages import advantages
-
-LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-def by_group(values: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
-    """values [B] -> [G, K]: the rows must come group by group, K rows each (as the audit lays them out)."""
-    counts = torch.bincount(group)
-    k = int(counts[0])
-    if (counts != k).any() or not torch.equal(group, torch.arange(len(counts)).repeat_interleave(k)):
-        raise ValueError("group must list the rows group by group with the same count each, e.g. [0, 0, 1, 1]")
-    return values.reshape(len(counts), k)
 
 
 def ratio(logp: torch.Tensor) -> torch.Tensor:
@@ -74,12 +66,6 @@ def placement_loss(kind: str, place: str, beta: float, *, reward_to_go: bool = F
     return loss_fn
 
 
-def group_advantages(rewards: torch.Tensor, group: torch.Tensor, kind: str, **options) -> torch.Tensor:
-    """``pglab.estimators.advantages`` (kind reinforce | rloo | grpo | dr_grpo) over the audit's groups; [B] -> [B]."""
-    k = by_group(rewards, group).shape[1]
-    return advantages(rewards, kind, k, **options)
-
-
 def advantage_loss(kind: str, mode: str, *, beta: float = 0.0, kl: str = "k3", norm_const: float | None = None,
                    **options) -> LossFn:
     """A group advantage (``pglab.estimators.advantages`` kind and options) with an aggregation mode.
@@ -94,76 +80,6 @@ def advantage_loss(kind: str, mode: str, *, beta: float = 0.0, kl: str = "k3", n
         if beta:
             per_token = per_token + beta * kl_estimate(logp, ref_logp, kl)
         return aggregate_loss(per_token, mask, mode, const)
-
-    return loss_fn
-
-
-TRL_LOSS_TYPES = {"grpo": "seq_mean_token_mean", "bnpo": "token_mean", "dr_grpo": "constant", "dapo": "token_mean"}
-"""TRL GRPOTrainer loss_type -> pglab aggregation mode (dapo's global token count is bnpo's on one process)."""
-
-
-def trl_grpo(loss_type: str, beta: float, bias_correction: bool = False) -> LossFn:
-    """TRL GRPOTrainer: (r - group mean) / (sample std + 1e-4), k3 (times the ratio if corrected) in the loss."""
-    mode = TRL_LOSS_TYPES[loss_type]
-
-    def loss_fn(logp, ref_logp, rewards, mask, group):
-        adv = group_advantages(rewards, group, "grpo", unbiased=True, eps=1e-4)
-        per_token = -adv[:, None] * ratio(logp)
-        if beta:
-            per_token = per_token + beta * kl_term(logp, ref_logp, "k3", bias_correction)
-        const = float(mask.shape[0] * mask.shape[1]) if mode == "constant" else None  # B * max_completion_length
-        return aggregate_loss(per_token, mask, mode, const)
-
-    return loss_fn
-
-
-def trl_rloo(beta: float) -> LossFn:
-    """TRL RLOOTrainer: score - beta * sum of k1, leave-one-out, a sequence-level ratio per reply, mean over replies."""
-    def loss_fn(logp, ref_logp, rewards, mask, group):
-        kl = (kl_estimate(logp.detach(), ref_logp, "k1") * mask).sum(-1)
-        adv = group_advantages(rewards - beta * kl, group, "rloo")
-        return reinforce_loss(logp, adv, mask, "seq_mean_token_sum")
-
-    return loss_fn
-
-
-VERL_KL = {"low_var_kl": "k3", "k1": "k1", "mse": "k2"}
-"""verl actor.kl_loss_type -> pglab KL estimator."""
-VERL_MODES = {"token-mean": "token_mean", "seq-mean-token-sum": "seq_mean_token_sum",
-              "seq-mean-token-mean": "seq_mean_token_mean", "seq-mean-token-sum-norm": "constant"}
-"""verl actor.loss_agg_mode -> pglab aggregation mode (sum-norm divides the token sum by the response length)."""
-
-
-def verl_grpo(kl_type: str, agg_mode: str, beta: float) -> LossFn:
-    """verl GRPO with use_kl_loss: (r - mean) / (std + 1e-6), policy loss and kl loss both aggregated by agg_mode."""
-    mode, kind = VERL_MODES[agg_mode], VERL_KL[kl_type]
-
-    def loss_fn(logp, ref_logp, rewards, mask, group):
-        adv = group_advantages(rewards, group, "grpo", unbiased=True, eps=1e-6)
-        const = float(mask.shape[1]) if mode == "constant" else None
-        return (reinforce_loss(logp, adv, mask, mode, const)
-                + beta * aggregate_loss(kl_estimate(logp, ref_logp, kind), mask, mode, const))
-
-    return loss_fn
-
-
-OPENRLHF = {"reinforce": ("reinforce", {}, True), "rloo": ("rloo", {}, False),
-            "group_norm": ("grpo", {"unbiased": True, "eps": 1e-9}, False)}
-"""OpenRLHF algo.advantage.estimator -> (pglab advantage kind, its options, whether the returns are whitened)."""
-
-
-def openrlhf(estimator: str, beta: float) -> LossFn:
-    """OpenRLHF: the score (clipped to [-10, 10], then rloo / group_norm on it) on the last token, -beta k1 per
-    token, reward-to-go (gamma 1); "reinforce" whitens the returns over the batch's tokens; token-mean loss."""
-    kind, options, whiten = OPENRLHF[estimator]
-
-    def loss_fn(logp, ref_logp, rewards, mask, group):
-        score = group_advantages(rewards.clamp(-10.0, 10.0), group, kind, **options)
-        returns = discounted_returns(kl_shaped_rewards(score, logp, ref_logp, mask, beta), 1.0, mask=mask)
-        if whiten:
-            centred = returns - masked_mean(returns, mask)
-            returns = centred * masked_mean(centred.pow(2), mask).clamp(min=1e-8).rsqrt()
-        return reinforce_loss(logp, returns, mask, "token_mean")
 
     return loss_fn
 
@@ -206,6 +122,8 @@ class Preset:
     """beta -> the loss function."""
     summary: str
     """One line: what the configuration is."""
+    warning: str | None = None
+    """Where the peer's default defeats its own loss: what happens and the setting that avoids it."""
 
 
 PGLAB = {
@@ -218,33 +136,134 @@ PGLAB = {
 }
 """The pglab presets: RLConfig overrides, summary."""
 
+TRL_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+"""The TRL loss types with a use_bias_correction_kl=False preset and a '-kl-corrected' one."""
+GSPO_RANGES = {"epsilon": 3e-4, "epsilon_high": 4e-4}
+"""The GSPO paper's clip ranges (TRL's paper index and verl's GSPO recipe use them)."""
+CISPO_WARNING = ("TRL's default epsilon_high (None, so epsilon = 0.2) caps CISPO's weight min(r, epsilon_high) at 0.2: "
+                 "every token with r > 0.2 (on-policy, all of them) gets the constant weight 0.2, so the gradient is "
+                 "0.2 x REINFORCE's and the importance ratio is ignored; set epsilon_high (ScaleRL: 5.0)")
+CLIP_COV_WARNING = ("Clip-Cov drops a token drawn at random (torch.randperm) among those whose covariance is in "
+                    "(1, 5): the loss is not a function of the batch, and its expected gradient is an average over "
+                    "the draws")
+
+
+def trl_presets() -> dict[str, Preset]:
+    """TRL 1.16's GRPOTrainer loss types, its vLLM importance-sampling modes, and RLOOTrainer."""
+    presets = {}
+    for loss_type in TRL_LOSS_TYPES:
+        for corrected in (False, True):
+            name = f"trl-{loss_type}" + ("-kl-corrected" if corrected else "")
+            presets[name] = Preset(
+                partial(trl_grpo_loss, TrlConfig(loss_type, use_bias_correction_kl=corrected)),
+                f"GRPOTrainer loss_type={loss_type!r}, use_bias_correction_kl={corrected}"
+                f"{'' if corrected else ' (TRL 1.16 defaults to True: -kl-corrected)'}: group-std advantage, "
+                f"PPO clip 0.2, k3{' x ratio' if corrected else ''} in the loss")
+    others = {"cispo": (TrlConfig("cispo"), "loss_type='cispo': sg(min(r, epsilon_high)) A log pi, token mean",
+                        CISPO_WARNING),
+              "sapo": (TrlConfig("sapo"), "loss_type='sapo': the soft gate (tau 1.0 / 1.05), seq-mean-token-mean",
+                       None),
+              "vespo": (TrlConfig("vespo"), "loss_type='vespo': the gamma weight of the sequence ratio on "
+                                            "-A log pi, token mean", None),
+              "luspo": (TrlConfig("luspo", importance_sampling_level="sequence", **GSPO_RANGES),
+                        "loss_type='luspo', importance_sampling_level='sequence', epsilon 3e-4 / 4e-4: GSPO's loss "
+                        "times the reply's length", None),
+              "gspo": (TrlConfig("grpo", importance_sampling_level="sequence", **GSPO_RANGES),
+                       "loss_type='grpo', importance_sampling_level='sequence', epsilon 3e-4 / 4e-4 (GSPO)", None)}
+    for name, (cfg, summary, warning) in others.items():
+        presets[f"trl-{name}"] = Preset(partial(trl_grpo_loss, cfg),
+                                        f"GRPOTrainer {summary}; use_bias_correction_kl=True", warning)
+    for mode in VLLM_MODES:
+        presets[f"trl-vllm-{mode}"] = Preset(
+            partial(trl_grpo_loss, TrlConfig("dapo", vllm_mode=mode)),
+            f"GRPOTrainer loss_type='dapo' with use_vllm: vllm_importance_sampling_mode={mode!r}, clip_max 3.0, "
+            "on the sampler/trainer ratio")
+    presets["trl-rloo"] = Preset(trl_rloo_loss, "RLOOTrainer: k1 summed into the reward, leave-one-out, PPO clip "
+                                                "on the reply's ratio, mean over replies")
+    return presets
+
+
+VERL_CORRECTIONS = {
+    "decoupled_token_is": (VerlConfig(rollout_is=("token", 2.0)), "token TIS, cap 2"),
+    "decoupled_seq_is": (VerlConfig(rollout_is=("sequence", 2.0)), "sequence TIS, cap 2"),
+    "decoupled_token_icepop": (VerlConfig(rollout_is=("token", (0.5, 5.0))), "token IcePop, [0.5, 5]"),
+    "decoupled_seq_is_rs": (VerlConfig(rollout_is=("sequence", 2.0), rollout_rs=("seq_sum_k1", (0.5, 2.0))),
+                            "sequence TIS cap 2, replies rejected outside ratio [0.5, 2]"),
+    "decoupled_geo_rs": (VerlConfig(rollout_rs=("seq_mean_k1", (0.999, 1.001))),
+                         "replies rejected outside geometric-mean ratio [1/1.001, 1/0.999]"),
+    "bypass_ppo_clip": (VerlConfig(bypass="ppo_clip"), "bypass mode: PPO's ratio against the rollout"),
+    "bypass_pg_is": (VerlConfig(bypass="pg", rollout_is=("sequence", 2.0)),
+                     "bypass mode: REINFORCE times min(pi / pi_rollout of the reply, 2)"),
+}
+"""verl's RolloutCorrectionConfig factory methods (on the vanilla loss) -> (config, what it does)."""
+
+
+def verl_presets() -> dict[str, Preset]:
+    """verl's GRPO with use_kl_loss: each KL type x aggregation, each policy loss, each rollout correction."""
+    presets = {}
+    for kl_type, kind in VERL_KL.items():
+        for agg_mode in VERL_MODES:
+            presets[f"verl-{kl_type}-{agg_mode}"] = Preset(
+                partial(verl_loss, VerlConfig(loss_agg_mode=agg_mode, kl_loss_type=kl_type)),
+                f"verl GRPO, use_kl_loss with kl_loss_type={kl_type} ({kind}), loss_agg_mode={agg_mode}")
+    recipes = {"gspo": {"clip_ratio": (3e-4, 4e-4), "loss_agg_mode": "seq-mean-token-mean"}}
+    for loss_mode in LOSSES:
+        options = recipes.get(loss_mode, {})
+        presets[f"verl-{loss_mode}"] = Preset(
+            partial(verl_loss, VerlConfig(loss_mode=loss_mode, **options)),
+            f"verl policy_loss.loss_mode={loss_mode!r} on GRPO's advantage"
+            + (" (gpg's own)" if loss_mode == "gpg" else "")
+            + f", {options or 'actor defaults'}, use_kl_loss low_var_kl",
+            CLIP_COV_WARNING if loss_mode == "clip_cov" else None)
+    for name, (cfg, summary) in VERL_CORRECTIONS.items():
+        presets[f"verl-{name}"] = Preset(partial(verl_loss, cfg),
+                                         f"verl RolloutCorrectionConfig.{name}(): {summary}; vanilla loss")
+    return presets
+
+
+OPENRLHF_GRPO = OpenRlhfConfig(estimator="group_norm", kl_loss="k3")
+"""OpenRLHF's GRPO recipe: group_norm advantage, --algo.kl.use_loss with --algo.kl.estimator k3."""
+
+
+def openrlhf_presets() -> dict[str, Preset]:
+    """OpenRLHF: each critic-free estimator (k1 in the reward), PPO and GSPO with dual clip, the corrections."""
+    presets = {}
+    for estimator in ESTIMATORS:
+        presets[f"openrlhf-{estimator}"] = Preset(
+            partial(openrlhf_loss, OpenRlhfConfig(estimator=estimator)),
+            f"OpenRLHF defaults (k1 in the reward, reward clip after the baseline, gamma 1, PPO clip 0.2, token "
+            f"mean) with --algo.advantage.estimator {estimator}")
+    for loss_type in ("ppo", "gspo"):
+        cfg = dataclasses.replace(OPENRLHF_GRPO, policy_loss_type=loss_type, dual_clip=3.0)
+        presets[f"openrlhf-{loss_type}"] = Preset(
+            partial(openrlhf_loss, cfg),
+            f"OpenRLHF --actor.policy_loss_type {loss_type} --actor.dual_clip 3, group_norm, KL k3 as a loss")
+    for correction in ("tis", "icepop", "seq-mask-tis"):
+        cfg = dataclasses.replace(OPENRLHF_GRPO, correction=correction)
+        presets[f"openrlhf-{correction}"] = Preset(
+            partial(openrlhf_loss, cfg),
+            f"OpenRLHF PPO (group_norm, KL k3 as a loss) with the {correction} correction, threshold [0.5, 5]")
+    return presets
+
 
 def _presets() -> dict[str, Preset]:
     presets = {name: Preset(lambda beta, o=options: pglab_trainer(beta, **o), summary)
                for name, (options, summary) in PGLAB.items()}
-    for loss_type, mode in TRL_LOSS_TYPES.items():
-        for corrected in (False, True):
-            name = f"trl-{loss_type}" + ("-kl-corrected" if corrected else "")
-            presets[name] = Preset(
-                lambda beta, t=loss_type, c=corrected: trl_grpo(t, beta, c),
-                f"TRL GRPOTrainer loss_type={loss_type!r}, use_bias_correction_kl={corrected}: group-std advantage, "
-                f"k3{' x ratio' if corrected else ''} in the loss, {mode}")
-    presets["trl-rloo"] = Preset(trl_rloo, "TRL RLOOTrainer: k1 summed into the reward, leave-one-out, "
-                                           "sequence-level ratio, mean over replies")
-    for kl_type, kind in VERL_KL.items():
-        for agg_mode in VERL_MODES:
-            presets[f"verl-{kl_type}-{agg_mode}"] = Preset(
-                lambda beta, k=kl_type, a=agg_mode: verl_grpo(k, a, beta),
-                f"verl GRPO, use_kl_loss with kl_loss_type={kl_type} ({kind}), loss_agg_mode={agg_mode}")
-    for estimator in OPENRLHF:
-        presets[f"openrlhf-{estimator}"] = Preset(
-            lambda beta, e=estimator: openrlhf(e, beta),
-            f"OpenRLHF defaults (k1 in the reward, gamma 1, token-level loss) with advantage.estimator={estimator}")
-    return presets
+    return presets | trl_presets() | verl_presets() | openrlhf_presets()
 
 
 PRESETS: dict[str, Preset] = _presets()
 """Preset name -> Preset; ``pglab audit --list`` prints them."""
+FRAMEWORKS = {"pglab": "pglab", "trl": "TRL 1.16.0", "verl": "verl 0.9.1", "openrlhf": "OpenRLHF 0.11.2"}
+"""Name prefix -> the framework (and version) its presets reproduce."""
+
+
+def grouped_presets() -> dict[str, list[str]]:
+    """Framework -> its preset names, in PRESETS' order (for ``pglab audit --list``)."""
+    groups: dict[str, list[str]] = {label: [] for label in FRAMEWORKS.values()}
+    for name in PRESETS:
+        groups[FRAMEWORKS[name.split("-")[0]]].append(name)
+    return groups
 
 
 def get_preset(name: str, beta: float) -> LossFn:

@@ -1,0 +1,87 @@
+"""The peers' own loss code, imported for the tests that compare pglab against it.
+
+TRL comes from the venv (the ``bench`` extra). verl and OpenRLHF pin GPU stacks, so ``make`` installs their wheels
+and the few pure-Python modules their algorithm files import, without dependencies, into ``.venv/peers``
+(the Makefile's ``$(VENV)/.peers``); only these helpers put that folder on sys.path. OpenRLHF's package
+``__init__`` files import flash-attn, DeepSpeed and Ray, which its loss, reward and advantage functions never call:
+empty stand-ins for those modules let the algorithm files import and run unchanged.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from pathlib import Path
+
+PEERS = Path(sys.prefix) / "peers"
+"""Where the Makefile installs verl and OpenRLHF."""
+
+
+def peer_path() -> None:
+    if PEERS.is_dir() and str(PEERS) not in sys.path:
+        sys.path.append(str(PEERS))
+
+
+def trl():
+    """trl.trainer.grpo_trainer, rloo_trainer and utils, or a one-line reason it is absent."""
+    try:
+        return types.SimpleNamespace(grpo=importlib.import_module("trl.trainer.grpo_trainer"),
+                                     rloo=importlib.import_module("trl.trainer.rloo_trainer"),
+                                     utils=importlib.import_module("trl.trainer.utils"))
+    except ImportError as error:
+        return f"TRL is not installed ({error}): `make` installs the bench extra"
+
+
+def verl():
+    """verl's core_algos, rollout_corr_helper and ActorConfig, or a one-line reason they are absent."""
+    peer_path()
+    try:
+        core = importlib.import_module("verl.trainer.ppo.core_algos")
+        corr = importlib.import_module("verl.trainer.ppo.rollout_corr_helper")
+        config = importlib.import_module("verl.workers.config")
+        algorithm = importlib.import_module("verl.trainer.config.algorithm")
+    except ImportError as error:
+        return f"verl is not importable ({error}): `make .venv/.peers` installs it into {PEERS}"
+    return types.SimpleNamespace(core=core, corr=corr, ActorConfig=config.ActorConfig,
+                                 PolicyLossConfig=config.PolicyLossConfig,
+                                 RolloutCorrectionConfig=algorithm.RolloutCorrectionConfig)
+
+
+def stand_in(name: str) -> None:
+    """An empty module ``name`` unless the real one is importable."""
+    if name in sys.modules:
+        return
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        sys.modules[name] = types.ModuleType(name)
+
+
+def package_without_init(name: str) -> None:
+    """Register package ``name`` by its folder, so its modules import without running its __init__.py."""
+    if name not in sys.modules:
+        module = types.ModuleType(name)
+        module.__path__ = [str(PEERS.joinpath(*name.split(".")))]
+        sys.modules[name] = module
+
+
+def openrlhf():
+    """OpenRLHF's models.loss, models.utils and the experience maker, or a one-line reason they are absent."""
+    peer_path()
+    if not (PEERS / "openrlhf").is_dir():
+        return f"OpenRLHF is not installed: `make .venv/.peers` installs it into {PEERS}"
+    for name in ("openrlhf.models", "openrlhf.utils", "openrlhf.trainer.ray"):
+        package_without_init(name)
+    stand_in("deepspeed")
+    stand_in("ray")
+    if "openrlhf.trainer.ray.launcher" not in sys.modules:   # the Ray launcher itself is never imported
+        launcher = types.ModuleType("openrlhf.trainer.ray.launcher")
+        launcher.RayActorGroup = object
+        sys.modules["openrlhf.trainer.ray.launcher"] = launcher
+    try:
+        return types.SimpleNamespace(loss=importlib.import_module("openrlhf.models.loss"),
+                                     utils=importlib.import_module("openrlhf.models.utils"),
+                                     maker=importlib.import_module("openrlhf.trainer.ppo_utils.experience_maker"))
+    except ImportError as error:
+        return f"OpenRLHF's algorithm modules do not import ({error})"
