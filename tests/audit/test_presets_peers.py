@@ -34,7 +34,7 @@ from pglab.audit.peers.openrlhf import CORRECTIONS, ESTIMATORS
 from pglab.audit.peers.trl import VLLM_MODES, trl_grpo_loss
 from pglab.audit.peers.verl import covariance
 from pglab.audit.presets import OPENRLHF_GRPO, PRESETS, VERL_CORRECTIONS, get_preset
-from pglab.estimators import geometric_mask, gspo, masked_is, ppo_clip, truncated_is
+from pglab.estimators import geometric_mask, gspo, kl_estimate, masked_is, ppo_clip, truncated_is
 from support import peers
 
 GROUPS, K, T = 3, 4, 5
@@ -327,6 +327,8 @@ def test_verl_low_var_kl_clamp_binds_with_zero_gradient(verl):
     name = "verl-low_var_kl-token-mean"
     peer = value_and_grad(verl_peer(verl, 0.3, **verl_settings(name)), batch)
     assert_close(name, value_and_grad(ours(name, 0.3), batch), peer, EXACT)
+    k3 = kl_estimate(batch["logp"], batch["ref"], "k3")
+    assert ((k3 > 10) & (batch["mask"] > 0)).any()      # the clamp binds; unclamped, k3's gradient there is not 0
 
 
 # --- OpenRLHF: compute_advantages_and_returns, compute_reward, PolicyLoss, compute_approx_kl ------------------
@@ -397,23 +399,31 @@ def openrlhf_rtol(cfg, beta):
     return LENGTH_EPS if cfg.policy_loss_type == "gspo" else EXACT   # GSPO's per-sample mean: length + 1e-8
 
 
+def openrlhf_batch(seed):
+    """Rewards inside [-10, 10] whose leave-one-out and centred advantages go past 10."""
+    batch = make_batch(seed, reward_scale=8.0)
+    batch["rewards"] = batch["rewards"].clamp(-9.5, 9.5)
+    return batch
+
+
 @pytest.mark.parametrize("beta", [0.0, 0.3])
 @pytest.mark.parametrize("name", sorted(OPENRLHF_CONFIGS))
 def test_openrlhf_presets_equal_openrlhf(openrlhf, name, beta):
     cfg = OPENRLHF_CONFIGS[name]
     for seed in (0, 1):
-        batch = make_batch(seed, reward_scale=8.0)       # rloo / dr_grpo advantages past the clip at 10
+        batch = openrlhf_batch(seed)
         peer = value_and_grad(openrlhf_peer(openrlhf, cfg, beta), batch)
         assert_close(name, value_and_grad(ours(name, beta), batch), peer, openrlhf_rtol(cfg, beta))
 
 
 def test_openrlhf_reward_clip_binds_after_the_baseline(openrlhf):
-    """The batch of the test above has leave-one-out advantages past 10: the clip after the baseline binds, and
-    clipping before it (the old preset) would give another gradient."""
-    batch = make_batch(0, reward_scale=8.0)
-    grouped = batch["rewards"].view(-1, K)
-    loo = grouped - (grouped.sum(1, keepdim=True) - grouped) / (K - 1)
-    assert (loo.abs() > 10).any() and (batch["rewards"].abs() < 10).any()
+    """On the batches of the test above every reward is inside [-10, 10] (a clip before the baseline, as the old
+    preset did, changes nothing) while some leave-one-out advantages are past 10 (the clip after it binds)."""
+    for seed in (0, 1):
+        batch = openrlhf_batch(seed)
+        grouped = batch["rewards"].view(-1, K)
+        loo = grouped - (grouped.sum(1, keepdim=True) - grouped) / (K - 1)
+        assert (loo.abs() > 10).any() and (batch["rewards"].abs() < 10).all(), seed
 
 
 def test_the_batches_make_every_mechanism_bind():
