@@ -10,6 +10,8 @@ empty stand-ins for those modules let the algorithm files import and run unchang
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import importlib.util
 import sys
 import types
 from pathlib import Path
@@ -48,14 +50,16 @@ def verl():
                                  RolloutCorrectionConfig=algorithm.RolloutCorrectionConfig)
 
 
-def stand_in(name: str) -> None:
-    """An empty module ``name`` unless the real one is importable."""
-    if name in sys.modules:
-        return
-    try:
-        importlib.import_module(name)
-    except ImportError:
+def stand_ins(names: list[str]) -> list[str]:
+    """Empty modules for those of ``names`` that do not import; returns the ones it made."""
+    made = []
+    for name in names:
+        if name in sys.modules or importlib.util.find_spec(name.split(".")[0]) is not None:
+            continue
         sys.modules[name] = types.ModuleType(name)
+        sys.modules[name].__spec__ = importlib.machinery.ModuleSpec(name, None)
+        made.append(name)
+    return made
 
 
 def package_without_init(name: str) -> None:
@@ -67,21 +71,27 @@ def package_without_init(name: str) -> None:
 
 
 def openrlhf():
-    """OpenRLHF's models.loss, models.utils and the experience maker, or a one-line reason they are absent."""
+    """OpenRLHF's models.loss, models.utils and the experience maker, or a one-line reason they are absent.
+
+    The stand-ins leave sys.modules once the algorithm modules are imported (accelerate, for one, looks up
+    deepspeed's spec), so no other test sees them."""
     peer_path()
     if not (PEERS / "openrlhf").is_dir():
         return f"OpenRLHF is not installed: `make .venv/.peers` installs it into {PEERS}"
     for name in ("openrlhf.models", "openrlhf.utils", "openrlhf.trainer.ray"):
         package_without_init(name)
-    stand_in("deepspeed")
-    stand_in("ray")
-    if "openrlhf.trainer.ray.launcher" not in sys.modules:   # the Ray launcher itself is never imported
-        launcher = types.ModuleType("openrlhf.trainer.ray.launcher")
-        launcher.RayActorGroup = object
-        sys.modules["openrlhf.trainer.ray.launcher"] = launcher
+    made = stand_ins(["deepspeed", "ray"])
+    launcher = "openrlhf.trainer.ray.launcher"
+    if launcher not in sys.modules:   # the Ray launcher itself is never imported
+        sys.modules[launcher] = types.ModuleType(launcher)
+        sys.modules[launcher].RayActorGroup = object
+        made.append(launcher)
     try:
         return types.SimpleNamespace(loss=importlib.import_module("openrlhf.models.loss"),
                                      utils=importlib.import_module("openrlhf.models.utils"),
                                      maker=importlib.import_module("openrlhf.trainer.ppo_utils.experience_maker"))
     except ImportError as error:
         return f"OpenRLHF's algorithm modules do not import ({error})"
+    finally:
+        for name in made:
+            sys.modules.pop(name, None)
