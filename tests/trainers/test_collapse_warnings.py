@@ -37,7 +37,8 @@ def healthy(seed: int = 0, steps: int = STEPS) -> list[dict]:
                                                                               0, 1)),
              "valid_calls": float(min(1.0, 0.97 + rng.normal(0, 0.01))), "entropy": 0.8 - 0.2 * t[i]
              + rng.normal(0, 0.03), "kl_k1": 0.2 * t[i] + rng.normal(0, 0.01), "policy_tokens": 10.0,
-             "repeat_capped": 0.0, "skipped": False, "grad_norm": 0.5 + rng.random()} for i in range(steps)]
+             "repeat_capped": 0.0, "skipped": False, "grad_norm": 0.5 + rng.random(), "episodes": 16, "turns": 3.0}
+            for i in range(steps)]
 
 
 def with_column(rows: list[dict], key: str, values) -> list[dict]:
@@ -93,8 +94,18 @@ def test_a_falling_pass_rate_and_valid_calls_warn_and_a_small_fall_does_not():
     slight = np.r_[np.full(STEPS // 2, 0.2), np.full(STEPS // 2, 0.18)] + rng.normal(0, 0.02, STEPS)
     assert rate_fall(with_column(healthy(), "pass_rate", slight), "pass_rate") is None
     calls = with_column(healthy(), "valid_calls", np.r_[np.full(STEPS // 2, 1.0), np.full(STEPS // 2, 0.6)])
-    assert "valid calls fell from 1 to 0.6" in rate_fall(calls, "valid_calls")
+    assert "valid calls fell from 1 (mean of steps 0-4) to 0.6" in rate_fall(calls, "valid_calls")
     assert rate_fall(healthy(), "valid_calls") is None
+
+
+def test_a_collapse_within_the_first_window_is_measured_from_the_first_step_s_batch():
+    sudden = with_column(healthy(), "valid_calls", [0.984] + [0.0] * (STEPS - 1))
+    assert rate_fall(sudden, "valid_calls").startswith("warning: valid calls fell from 0.984 (step 0, 48 calls of "
+                                                       "the starting policy) to 0 (mean of steps 35-39")
+    uncounted = [{k: v for k, v in row.items() if k != "episodes"} for row in sudden]
+    assert rate_fall(uncounted, "valid_calls") is None           # the windows alone: the first one is diluted
+    one_pass_in_16 = with_column(healthy(), "pass_rate", [0.125] + [0.0] * (STEPS - 1))
+    assert rate_fall(one_pass_in_16, "pass_rate") is None        # 2 of 16 episodes: 3 se 0.25 > 0.125
 
 
 def test_an_exploding_kl_warns_and_a_steadily_growing_one_does_not():

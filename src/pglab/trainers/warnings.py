@@ -62,10 +62,11 @@ def call_repeat_share(logs: Sequence[Any]) -> float:
 
 def monitored(update: Mapping[str, Any], batch: Any, beta: float) -> dict[str, float]:
     """What an episode trainer's row adds for the checks: the entropy estimate and zero-advantage share of the
-    update's metrics, the repeated-token share of the batch's calls, and (``beta`` > 0) the KL to the reference."""
+    update's metrics, the repeated-token share of the batch's calls, its episodes (this process's), and
+    (``beta`` > 0) the KL to the reference."""
     kl = {"kl_k1": update["kl_k1"], "policy_tokens": update["policy_tokens"]} if beta > 0 else {}
     return {"entropy": update["entropy"], "zero_adv_groups": update["zero_adv_groups"],
-            "repeat_capped": call_repeat_share(batch.info), **kl}
+            "repeat_capped": call_repeat_share(batch.info), "episodes": batch.batch_size, **kl}
 
 
 def window(steps: int) -> int:
@@ -152,17 +153,41 @@ RATE_ADVICE = {
 """The rates whose fall is a warning: their name and the thing to try."""
 
 
+def fell(start: float, end: float, se: float) -> bool:
+    """Whether a rate fell from ``start`` to ``end`` by more than SIGMAS ``se`` and FALL_SHARE of ``start``."""
+    return start > 0 and start - end > SIGMAS * se and start - end >= FALL_SHARE * start
+
+
+def first_step(row: Mapping[str, Any], key: str) -> tuple[float, float, str] | None:
+    """``key``'s rate in the first step's batch (sampled before any update), its binomial standard error and what
+    it was measured on; None when the row lacks the counts (``episodes``, and ``turns`` for valid calls)."""
+    trials = row.get("episodes", 0) * (row.get("turns", 0) if key == "valid_calls" else 1)
+    if not trials >= 1:
+        return None
+    p = row[key]
+    unit = "calls" if key == "valid_calls" else "episodes"
+    return p, math.sqrt(p * (1 - p) / trials), f"step {row['step']}, {trials:.0f} {unit} of the starting policy"
+
+
 def rate_fall(history: Sequence[Mapping[str, Any]], key: str) -> str | None:
-    """``key`` (a RATE_ADVICE rate) fell by more than SIGMAS standard errors and FALL_SHARE of its start."""
+    """``key`` (a RATE_ADVICE rate) of the last window fell below the first window's, or below the first step's (a
+    collapse within the first window), by more than SIGMAS standard errors and FALL_SHARE of the start."""
     found = halves(history, key)
     if found is None:
         return None
-    start, end, se = window_means(found[0], found[1])
-    w = found[2]
-    if not (start - end > SIGMAS * se and start - end >= FALL_SHARE * start and start > 0):
-        return None
+    first, last, w = found
+    start, end, se = window_means(first, last)
+    where = f"mean of {span(history, 0, w)}"
+    if not fell(start, end, se):
+        measured = first_step(history[0], key)
+        if measured is None:
+            return None
+        start, first_se, where = measured
+        se = math.sqrt(first_se**2 + np.var(last, ddof=1) / w)
+        if not fell(start, end, se):
+            return None
     name, advice = RATE_ADVICE[key]
-    return (f"warning: {name} fell from {start:.3g} to {end:.3g} (mean of {span(history, 0, w)} against "
+    return (f"warning: {name} fell from {start:.3g} ({where}) to {end:.3g} (mean of "
             f"{span(history, len(history) - w, len(history))}; {SIGMAS:g} se of the difference {SIGMAS * se:.2g}); "
             f"{advice}")
 
@@ -177,7 +202,7 @@ def measured_fall(before: np.ndarray, after: np.ndarray, split: str) -> str | No
         return None
     start, end = float(base.mean()), float(trained.mean())
     se = float(np.std(base - trained, ddof=1) / math.sqrt(tasks))
-    if not (start - end > SIGMAS * se and start - end >= FALL_SHARE * start and start > 0):
+    if not fell(start, end, se):
         return None
     return (f"warning: the trained agent passes {end:.3g} of the {split} episodes against the base's {start:.3g} "
             f"(the same draws, {np.asarray(before).size} episodes of {tasks} tasks; {SIGMAS:g} se of the paired "
@@ -230,5 +255,5 @@ def collapse_warnings(history: Sequence[Mapping[str, Any]]) -> list[str]:
 
 __all__ = ["ENTROPY_SHARE", "FALL_SHARE", "KL_FLOOR", "KL_GROWTH", "MIN_WINDOW", "REPEAT_MAJORITY", "REPEAT_SHARE",
            "SIGMAS", "SKIP_PATIENCE", "WINDOW_SHARE", "call_repeat_share", "collapse_warnings", "entropy_collapse",
-           "kl_explosion", "measured_fall", "monitored", "non_finite_steps", "rate_fall", "repeat_share",
-           "repeated_tokens", "skipped_steps", "window"]
+           "fell", "first_step", "kl_explosion", "measured_fall", "monitored", "non_finite_steps", "rate_fall",
+           "repeat_share", "repeated_tokens", "skipped_steps", "window"]
