@@ -20,7 +20,7 @@ import torch
 from pglab.audit.peers.common import LossFn, by_group, group_advantages
 from pglab.audit.peers.openrlhf import ESTIMATORS, OpenRlhfConfig, openrlhf_loss
 from pglab.audit.peers.trl import VLLM_MODES, TrlConfig, trl_grpo_loss, trl_rloo_loss
-from pglab.audit.peers.verl import LOSSES, VERL_KL, VERL_MODES, VerlConfig, verl_loss
+from pglab.audit.peers.verl import VERL_KL, VERL_MODES, VerlConfig, verl_loss
 from pglab.estimators import (
     aggregate_loss,
     discounted_returns,
@@ -187,6 +187,19 @@ def trl_presets() -> dict[str, Preset]:
     return presets
 
 
+VERL_LOSSES = {
+    "vanilla": ({}, "PPO clip 0.2 and dual clip 3 on GRPO's advantage, token-mean"),
+    "gspo": ({"clip_ratio": (3e-4, 4e-4), "loss_agg_mode": "seq-mean-token-mean"},
+             "GSPO-token, clip 3e-4 / 4e-4, seq-mean-token-mean (the GSPO recipe)"),
+    "sapo": ({}, "the soft gate (tau 1.0 / 1.05), seq-mean-token-mean"),
+    "gpg": ({}, "-A log pi on GPG's advantage (centred, times B / non-zero scores), token-mean"),
+    "clip_cov": ({}, "PPO clip 0.2, one random token of covariance in (1, 5) loses its gradient, token-mean"),
+    "kl_cov": ({}, "the unclipped ratio, 0.1 |log r| on the top-covariance token, token-mean"),
+    "geo_mean": ({}, "GMPO, clip 0.2 in log space, mean over replies"),
+    "cispo": ({}, "sg(clip(r, 0.8, 1.2)) A log pi, token-mean"),
+}
+"""verl policy_loss.loss_mode (LOSSES) -> (VerlConfig overrides, what it is at verl's actor defaults)."""
+
 VERL_CORRECTIONS = {
     "decoupled_token_is": (VerlConfig(rollout_is=("token", 2.0)), "token TIS, cap 2"),
     "decoupled_seq_is": (VerlConfig(rollout_is=("sequence", 2.0)), "sequence TIS, cap 2"),
@@ -210,14 +223,10 @@ def verl_presets() -> dict[str, Preset]:
             presets[f"verl-{kl_type}-{agg_mode}"] = Preset(
                 partial(verl_loss, VerlConfig(loss_agg_mode=agg_mode, kl_loss_type=kl_type)),
                 f"verl GRPO, use_kl_loss with kl_loss_type={kl_type} ({kind}), loss_agg_mode={agg_mode}")
-    recipes = {"gspo": {"clip_ratio": (3e-4, 4e-4), "loss_agg_mode": "seq-mean-token-mean"}}
-    for loss_mode in LOSSES:
-        options = recipes.get(loss_mode, {})
+    for loss_mode, (options, summary) in VERL_LOSSES.items():
         presets[f"verl-{loss_mode}"] = Preset(
             partial(verl_loss, VerlConfig(loss_mode=loss_mode, **options)),
-            f"verl policy_loss.loss_mode={loss_mode!r} on GRPO's advantage"
-            + (" (gpg's own)" if loss_mode == "gpg" else "")
-            + f", {options or 'actor defaults'}, use_kl_loss low_var_kl",
+            f"verl policy_loss.loss_mode={loss_mode!r}: {summary}; use_kl_loss low_var_kl",
             CLIP_COV_WARNING if loss_mode == "clip_cov" else None)
     for name, (cfg, summary) in VERL_CORRECTIONS.items():
         presets[f"verl-{name}"] = Preset(partial(verl_loss, cfg),

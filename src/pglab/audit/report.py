@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from pglab.audit.core import EXACT_TOLERANCE, AuditReport, audit_loss
-from pglab.audit.presets import PRESETS, LossFn, get_preset
+from pglab.audit.presets import PRESETS, LossFn, get_preset, grouped_presets
 from pglab.envs.enumerable import OBJECTIVES, EnumerablePolicy
 from pglab.runtime.options import SettingsError, flag_of
 
@@ -171,4 +171,9 @@ def write_json(report: AuditReport, config: AuditConfig, path: Path) -> None:
 
 
 def preset_lines() -> list[str]:
-    return [f"{name:<42} {preset.summary}" for name, preset in PRESETS.items()]
+    """The presets under their framework's name, one line each (a '!' marks those with a warning)."""
+    lines = []
+    for framework, names in grouped_presets().items():
+        lines += [f"{framework}:"] + [f"  {'!' if PRESETS[n].warning else ' '} {n:<40} {PRESETS[n].summary}"
+                                      for n in names]
+    return lines
