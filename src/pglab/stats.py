@@ -6,9 +6,12 @@ so that a claim can state where its tolerance comes from. A utility: imports no 
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -270,3 +273,160 @@ def pass_summary(correct: Any, k: int) -> dict[str, float]:
     one, k_of = mean_at_k(table, 1), mean_at_k(table, k)
     return {"k": k, "samples": int(table.shape[1]), "problems": int(table.shape[0]), "pass_at_1": one[0],
             "pass_at_1_se": one[1], "pass_at_k": k_of[0], "pass_at_k_se": k_of[1]}
+
+
+T_SERIES_MAX_DF = 200
+"""Above this many degrees of freedom :func:`t_quantile` uses the Cornish-Fisher expansion (error below 1e-10)."""
+
+
+def _t_central_mass(theta: float, df: int) -> float:
+    """P(|T| < sqrt(df) tan theta) for Student's t with integer ``df`` >= 1, theta in [0, pi/2].
+
+    The finite series in cos(theta) of Abramowitz & Stegun 26.7.3 (odd df) and 26.7.4 (even df).
+    """
+    sin, cos = math.sin(theta), math.cos(theta)
+    if df % 2 == 0:
+        term = total = 1.0
+        for k in range(1, df // 2):
+            term *= cos * cos * (2 * k - 1) / (2 * k)
+            total += term
+        return sin * total
+    term = total = cos if df > 1 else 0.0
+    for k in range(1, (df - 1) // 2):
+        term *= cos * cos * (2 * k) / (2 * k + 1)
+        total += term
+    return 2.0 / math.pi * (theta + sin * total)
+
+
+def _t_quantile_large_df(z: float, df: int) -> float:
+    """Cornish-Fisher expansion of the t quantile in the normal quantile z (Abramowitz & Stegun 26.7.5), to 1/df^4."""
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+@functools.lru_cache(maxsize=4096)
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (an integer >= 1): t with P(T <= t) = p.
+
+    Up to T_SERIES_MAX_DF the exact finite series of the t distribution is inverted by bisection in the angle
+    theta = atan(t / sqrt(df)) (to float64 roundoff); above it, the Cornish-Fisher expansion around the normal
+    quantile. t_quantile(0.975, 4) = 2.776.
+    """
+    if not 0.0 < p < 1.0 or int(df) != df or df < 1:
+        raise ValueError(f"t_quantile needs 0 < p < 1 and an integer df >= 1, got p={p}, df={df}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    if df > T_SERIES_MAX_DF:
+        return _t_quantile_large_df(NormalDist().inv_cdf(p), df)
+    target, low, high = 2.0 * p - 1.0, 0.0, math.pi / 2
+    while True:
+        middle = (low + high) / 2
+        if not low < middle < high:
+            return math.sqrt(df) * math.tan(middle)
+        low, high = (middle, high) if _t_central_mass(middle, df) < target else (low, middle)
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """The mean of the per-seed differences a_i - b_i of two settings run on the same seeds, with its t interval."""
+
+    mean: float
+    """Mean difference over the seeds (a - b)."""
+    se: float
+    """Its standard error: sd / sqrt(seeds)."""
+    low: float
+    """Lower end of the t confidence interval: mean - t_{(1 + confidence) / 2, seeds - 1} se."""
+    high: float
+    """Upper end of the t confidence interval."""
+    sd: float
+    """Sample standard deviation of the per-seed differences (seeds - 1 divisor)."""
+    seeds: int
+    """Number of seeds (pairs)."""
+    confidence: float
+    """Coverage of the interval."""
+
+
+def paired_difference(a: Any, b: Any, *, confidence: float = 0.95) -> PairedDifference:
+    """Paired difference of per-seed values a, b [seeds] (seed i of each setting on the same seed i) -> its mean,
+    standard error and Student t confidence interval over the seeds.
+
+    Pairing removes what the seeds share (the same tasks, draws or initialisation) from the spread; the interval
+    assumes only that the seeds' differences are independent draws from one distribution (exact for normal ones).
+    """
+    a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
+    if len(a) != len(b) or len(a) < 2:
+        raise ValueError(f"paired_difference needs as many values of each setting, at least 2 seeds; got {len(a)} "
+                         f"and {len(b)}: run both settings on the same seeds")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise ValueError("paired_difference needs finite values; drop the seeds with NaN or inf in either setting")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    differences = a - b
+    mean, sd = float(differences.mean()), float(differences.std(ddof=1))
+    se = sd / math.sqrt(len(differences))
+    half = t_quantile((1.0 + confidence) / 2.0, len(differences) - 1) * se
+    return PairedDifference(mean, se, mean - half, mean + half, sd, len(differences), confidence)
+
+
+def seeds_needed(effect: float, sd: float, *, alpha: float = 0.05, power: float = 0.8) -> int:
+    """Seeds a paired comparison needs for its two-sided level-``alpha`` t test to separate the two settings with
+    probability ``power`` when the true mean difference is ``effect`` and the per-seed differences have sd ``sd``.
+
+    Normal approximation n = ((z_{1 - alpha/2} + z_{power}) sd / |effect|)^2, then the t correction: the smallest
+    n >= that (and >= 2) with n >= ((t_{1 - alpha/2, n-1} + t_{power, n-1}) sd / |effect|)^2, the same formula with
+    the t quantiles of the n - 1 degrees of freedom the test will have. At alpha 0.05 and power 0.8 and an effect
+    of one sd: 8 by the normal approximation, 10 with the correction (the exact noncentral-t answer).
+    """
+    if not (math.isfinite(effect) and effect != 0.0 and math.isfinite(sd) and sd >= 0.0):
+        raise ValueError(f"seeds_needed needs a finite nonzero effect and a finite sd >= 0, got effect={effect}, "
+                         f"sd={sd}: no number of seeds separates two settings that do not differ")
+    if not (0.0 < alpha < 1.0 and 0.0 < power < 1.0):
+        raise ValueError(f"alpha and power must be in (0, 1), got alpha={alpha}, power={power}")
+    ratio = sd / abs(effect)
+
+    def enough(n: int) -> bool:
+        return n >= ((t_quantile(1.0 - alpha / 2.0, n - 1) + t_quantile(power, n - 1)) * ratio) ** 2
+
+    normal = NormalDist().inv_cdf
+    n = max(2, math.ceil(((normal(1.0 - alpha / 2.0) + normal(power)) * ratio) ** 2))
+    while not enough(n):
+        n += 1
+    return n
+
+
+PAIRED_TABLE = "paired comparisons"
+"""The Result table :func:`compare_seeds` fills: one row per compared pair of settings."""
+
+
+def paired_row(quantity: str, first: str, second: str, a: Any, b: Any, confidence: float = 0.95) -> dict[str, Any]:
+    """One row of the paired-comparisons table: ``first`` - ``second`` over the seeds where both values a, b [seeds]
+    are finite, with its t interval, whether the interval excludes 0, and :func:`seeds_needed` at the measured
+    difference and spread (alpha = 1 - confidence, power 0.8; empty when the seeds measured no difference)."""
+    a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
+    if len(a) != len(b):
+        raise ValueError(f"{quantity}: {first!r} has {len(a)} seeds and {second!r} {len(b)}; pair them seed by seed")
+    finite = np.isfinite(a) & np.isfinite(b)
+    row: dict[str, Any] = {"quantity": quantity, "compared": f"{first} - {second}", "seeds": int(finite.sum())}
+    if finite.sum() < 2:
+        return {**row, "mean difference": float((a - b)[finite].mean()) if finite.any() else None}
+    d = paired_difference(a[finite], b[finite], confidence=confidence)
+    needed = seeds_needed(d.mean, d.sd, alpha=1.0 - confidence) if d.mean != 0.0 else None
+    interval = f"{confidence:.0%} CI"
+    return {**row, "mean difference": d.mean, "se": d.se, f"{interval} low": d.low, f"{interval} high": d.high,
+            "separated": "yes" if d.low > 0.0 or d.high < 0.0 else "no", "sd of differences": d.sd,
+            "seeds needed": needed}
+
+
+def compare_seeds(result: Result, quantity: str, per_seed: Mapping[str, Any], pairs: Sequence[tuple[str, str]],
+                  *, confidence: float = 0.95) -> None:
+    """Add the paired comparison of each (first, second) of ``pairs`` to the Result's table "paired comparisons".
+
+    ``per_seed`` maps each setting's name to its values of ``quantity`` [seeds], seed i of every setting run on the
+    same seed i. Arithmetic on numbers the experiment already has: it draws nothing and changes no claim.
+    """
+    rows = result.tables.setdefault(PAIRED_TABLE, [])
+    rows += [paired_row(quantity, first, second, per_seed[first], per_seed[second], confidence)
+             for first, second in pairs]
