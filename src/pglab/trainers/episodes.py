@@ -38,6 +38,7 @@ from pglab.trainers.loop import (
     run_loop,
     step_generator,
 )
+from pglab.trainers.records import SampleRecorder, TokenText
 from pglab.trainers.staleness import StaleSampler
 from pglab.trainers.update import DIAGNOSTICS, UpdateSpec, clipped_ratio, pg_update
 from pglab.trainers.warnings import monitored
@@ -142,6 +143,8 @@ class EpisodeSource:
     """A batch -> the numbers logged of it."""
     headline: str = "pass_rate"
     """The number of ``stats`` the progress bar and each row show for the held-out episodes."""
+    token_text: TokenText | None = None
+    """Token ids -> each token's text, for the recorded samples (None: they keep the ids only)."""
 
 
 def draw_keys(keys: Sequence[Any], batch_size: int, group_size: int, generator: torch.Generator) -> list[Any]:
@@ -181,7 +184,7 @@ class EpisodeReinforce:
     """One agent's training state (policy, Adam, EMA baseline) with the step and evaluation it gives the loop."""
 
     def __init__(self, policy: TokenPolicy, source: EpisodeSource, settings: ReinforceSettings,
-                 reference: TokenPolicy | None = None):
+                 reference: TokenPolicy | None = None, recorder: SampleRecorder | None = None):
         rank, size = world()
         group = settings.group
         if group < 1 or settings.batch_size % (group * size):
@@ -199,6 +202,7 @@ class EpisodeReinforce:
         self.optimizer = torch.optim.Adam(policy.module.parameters(), lr=settings.lr)
         self.baseline = EMABaseline(settings.baseline_init, settings.ema_decay)
         self.device = next(policy.module.parameters()).device
+        self.recorder = recorder or SampleRecorder(None, settings.steps)
 
     def step(self, step: int, run: LoopRun) -> dict[str, Any]:
         """Collect this process's share of the step's episodes (from the stale sampler with staleness), take
@@ -207,13 +211,16 @@ class EpisodeReinforce:
         keys = draw_keys(source.train_keys, s.batch_size, self.spec.group_size, step_generator(s.seed, step, TASKS))
         mine = keys[self.rank * self.local:(self.rank + 1) * self.local]
         sampler = self.stale.advance(self.policy.module) if self.stale else self.policy
-        batch = sampled(source.collect(sampler, mine, step_generator(s.seed, step, 1 + self.rank), True),
-                        self.stale is not None).to(self.device)
+        collected = source.collect(sampler, mine, step_generator(s.seed, step, 1 + self.rank), True)
+        batch = sampled(collected, self.stale is not None).to(self.device)
         if s.beta > 0:
             with torch.no_grad():
                 batch.ref_logp = sequence_log_probs(self.reference, batch) * batch.action_mask
-        update = [pg_update(self.policy, self.optimizer, batch, self.spec, baseline=self.baseline.value)
-                  for _ in range(s.num_iterations)][-1]
+        for _ in range(s.num_iterations - 1):
+            pg_update(self.policy, self.optimizer, batch, self.spec, baseline=self.baseline.value)
+        self.recorder.record(step, self.policy, batch, self.spec, baseline=self.baseline.value,
+                             sampler_logp=collected.logp_old)
+        update = pg_update(self.policy, self.optimizer, batch, self.spec, baseline=self.baseline.value)
         held = run.evals[-1][source.headline] if run.evals and run.evals[-1]["step"] == step else None
         row = {"step": step, **source.stats(batch), "baseline": self.baseline.value, "loss": update["loss"],
                "score_loss": update["score_loss"], "grad_norm": update["grad_norm"], "skipped": update["skipped"],
@@ -257,15 +264,18 @@ def train_episodes(policy: TokenPolicy, source: EpisodeSource, settings: Reinfor
     their episodes and takes one ``pg_update``; ``reference`` and ``beta`` add the KL penalty. The
     held-out episodes are measured before every ``eval_every``-th step and after the last. Under
     torchrun each rank collects whole groups of its share of the keys. ``run`` (default: no files)
-    says where the run is kept; with ``run.out`` each step appends one JSON line to ``train.jsonl``.
+    says where the run is kept; with ``run.out`` each step appends one JSON line to ``train.jsonl`` and the
+    recorded steps a few episodes to ``samples.jsonl`` (:class:`pglab.trainers.records.SampleRecorder`).
     ``resume_check`` holds more values a resumed run must share (the model, the environment).
     """
-    trainer = EpisodeReinforce(policy, source, settings, reference)
+    run = run or RunSettings()
+    recorder = SampleRecorder(run.out if world()[0] == 0 else None, settings.steps, source.token_text)
+    trainer = EpisodeReinforce(policy, source, settings, reference, recorder)
     schedule = Schedule(settings.steps, eval_steps(settings.steps, settings.eval_every), LOG, label="REINFORCE",
                         settings={**settings.resume_settings(), **(resume_check or {})})
     with single_torch_thread():
         done = run_loop(Trainer(trainer.step, trainer.evaluate, trainer.state, trainer.restore, trainer.status),
-                        schedule, run or RunSettings(), rank=trainer.rank)
+                        schedule, run, rank=trainer.rank)
     return {"history": done.history, "evals": done.evals, "seconds": done.seconds, "resumed_from": done.resumed_from}
 
 

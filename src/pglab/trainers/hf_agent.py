@@ -45,6 +45,7 @@ from pglab.trainers.agent_config import DEFAULT_AGENT, QUICK, AgentConfig
 from pglab.trainers.cloning import behaviour_cloning
 from pglab.trainers.episodes import EpisodeSource, ReinforceSettings, format_costs, train_episodes
 from pglab.trainers.loop import RunSettings
+from pglab.trainers.records import text_of
 
 
 def bugfix_texts() -> list[str]:
@@ -181,7 +182,8 @@ def episode_source(cfg: AgentConfig, layout: TextLayout, make_env: Callable[[str
     """The episodes of ``cfg``'s environment in ``layout``, their stats and the held-out headline."""
     collect = text_collector(layout, make_env, cfg.format_penalty if cfg.env == "bugfix" else 0.0)
     return EpisodeSource(collect, *task_keys(cfg), stats=partial(episode_stats, call_stops=True),
-                         headline="pass_rate" if cfg.env == "bugfix" else "reward")
+                         headline="pass_rate" if cfg.env == "bugfix" else "reward",
+                         token_text=text_of(layout.tokenizer.decode))
 
 
 def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resume: bool = False,

@@ -42,6 +42,7 @@ from pglab.trainers.episodes import (
     train_episodes,
 )
 from pglab.trainers.loop import RunSettings
+from pglab.trainers.records import text_of
 
 
 def sample_episodes(policy: TokenPolicy | torch.nn.Module, tokenizer: Tokenizer, tasks: Sequence[Task],
@@ -75,8 +76,8 @@ def train_reinforce(model: TinyAgent | TokenPolicy, tokenizer: Tokenizer, train_
         return format_costs(batch, format_penalty) if training else batch
 
     keys = {split: [(split, i) for i in range(len(found))] for split, found in tasks.items()}
-    return train_episodes(as_policy(model), EpisodeSource(collect, keys["train"], keys["heldout"]), settings, run,
-                          resume_check={"format_penalty": format_penalty})
+    source = EpisodeSource(collect, keys["train"], keys["heldout"], token_text=text_of(tokenizer.decode))
+    return train_episodes(as_policy(model), source, settings, run, resume_check={"format_penalty": format_penalty})
 
 
 def behaviour(batch: TokenBatch, tasks: Sequence[Task], top: int = 3) -> dict[str, Any]:

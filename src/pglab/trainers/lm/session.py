@@ -26,6 +26,7 @@ from pglab.trainers.lm.data import PromptSet, load_prompts
 from pglab.trainers.lm.model import Models, adam, schedule
 from pglab.trainers.lm.rewards import Completions, Rewards
 from pglab.trainers.loop import TASKS, step_generator
+from pglab.trainers.records import SampleRecorder, text_of
 from pglab.trainers.staleness import StaleSampler
 from pglab.trainers.update import UpdateSpec, clipped_ratio, pg_update
 from pglab.trainers.warnings import repeat_share
@@ -80,6 +81,8 @@ class Session:
         self.scheduler = schedule(cfg, self.optimizer)
         self.ema = EMABaseline(0.0, cfg.ema_decay)
         self.stale = StaleSampler(self.sampler, cfg.staleness) if cfg.staleness else None
+        self.recorder = SampleRecorder(cfg.output_dir if self.rank == 0 else None, cfg.max_steps,
+                                       text_of(self.tokenizer.decode))
 
     def reference(self, fresh: Callable[[], torch.nn.Module] | None = None):
         """A context giving the reference as an HFPolicy (same temperature and banned ids; no nucleus)."""
@@ -132,7 +135,7 @@ class Session:
         batch = reply_batch(ids, mask, start, k, scores, prompt_mask=prompt_mask)
         if self.stale and cfg.is_correction != "none":
             batch.rollout_logp = self.score(sampler, batch, start)
-        history = self.update(batch)
+        history = self.update(batch, step)
         self.ema.update(history[-1]["reward"])
         per_function = {f"reward/{name}": v for name, v in self.rewards.last.items()} if len(
             self.rewards.functions) > 1 else {}
@@ -146,15 +149,18 @@ class Session:
                                       chunk_tokens=batch.ids.numel() // self.cfg.gradient_accumulation_steps)
         return torch.where(batch.action_mask.bool(), logp, 0.0)
 
-    def update(self, batch: TokenBatch) -> list[dict]:
-        """The reference pass and the num_iterations optimiser steps on one batch -> each step's metrics (with lr)."""
+    def update(self, batch: TokenBatch, step: int | None = None) -> list[dict]:
+        """The reference pass and the num_iterations optimiser steps on one batch -> each step's metrics (with lr);
+        training step ``step`` (None: not a step of the run) records its sample rows before the last one."""
         cfg = self.cfg
         start = int((batch.action_mask.cumsum(-1) == 0).sum(-1).min())     # the first reply position, P
         if cfg.beta > 0:
             with self.reference() as ref:
                 batch.ref_logp = self.score(ref, batch, start)
         history, spec = [], update_spec(cfg)
-        for _ in range(cfg.num_iterations):
+        for iteration in range(cfg.num_iterations):
+            if step is not None and iteration == cfg.num_iterations - 1:
+                self.recorder.record(step, self.policy, batch, spec, baseline=self.ema.value, start=start)
             lr = self.scheduler.get_last_lr()[0]
             metrics = pg_update(self.policy, self.optimizer, batch, spec, baseline=self.ema.value, start=start)
             with warnings.catch_warnings():      # a skipped (zero-gradient) step still advances the schedule
