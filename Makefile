@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
-EXTRAS ?= dev,ray,web,lm,lora,tensorboard,bench,conform
+EXTRAS ?= dev,ray,web,lm,lora,tensorboard,bench,conform,reasoning-gym
 # The peers whose own loss code tests/audit/test_presets_peers.py runs. verl and OpenRLHF pin GPU stacks
 # (flash-attn, DeepSpeed, vLLM, transformers < 5.11 or == 5.15) that pip cannot install beside pglab[lm], so their
 # wheels and the pure-Python modules their algorithm files import go in without dependencies, into a folder that

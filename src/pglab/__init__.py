@@ -10,10 +10,9 @@ __version__ = "0.1.0"
 
 def _register_envs() -> None:
     """Register ``pglab/BugFix-v0`` with a string entry point: nothing of the environment is imported now."""
-    from gymnasium.envs.registration import register, registry
+    from pglab.envs.registration import register_envs
 
-    if "pglab/BugFix-v0" not in registry:
-        register(id="pglab/BugFix-v0", entry_point="pglab.envs.bugfix.env:BugFixEnv")
+    register_envs()
 
 
 _register_envs()

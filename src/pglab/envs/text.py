@@ -119,32 +119,55 @@ class BugFixText:
             "one BugFixEnv call, written as <call> TOOL </call> or <call> edit OP </call>")}}]
 
 
-def env_factory(spec: str) -> Callable[..., TextTurnEnv]:
-    """``bugfix`` or ``module:factory`` -> a function from a split (train | heldout) to a fresh environment.
-
-    A user's factory takes no argument or one (the split); the current folder is on the import path.
-    For ``bugfix`` the function also takes BugFixEnv's options (``budget=...``).
-    """
-    if spec == "bugfix":
-        return lambda split, **options: BugFixText(split, **options)
-    module_name, _, name = spec.partition(":")
-    if not module_name or not name:
-        raise SettingsError(f"--env {spec!r}: pass bugfix or module:factory (a function returning an environment)")
+def load_callable(target: str, where: str) -> Callable[..., Any]:
+    """``module:name`` imported (the current folder on the import path) -> the callable; SettingsError naming
+    ``where`` (the flag) when it cannot be imported or is not callable."""
     import importlib
     import os
     import sys
 
+    module_name, _, name = target.partition(":")
+    if not module_name or not name:
+        raise SettingsError(f"{where}: pass module:name, a function importable from the current folder")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        factory = getattr(importlib.import_module(module_name), name)
+        found = getattr(importlib.import_module(module_name), name)
     except (ImportError, AttributeError) as err:
-        raise SettingsError(f"--env {spec}: cannot import {name} from {module_name} ({err}); pass module:factory "
+        raise SettingsError(f"{where}: cannot import {name} from {module_name} ({err}); pass module:factory "
                             "with the module importable from the current folder") from None
-    if not callable(factory):
-        raise SettingsError(f"--env {spec}: {name} is not callable; pass a function that returns an environment")
+    if not callable(found):
+        raise SettingsError(f"{where}: {name} is not callable; pass a function that returns an environment")
+    return found
+
+
+def env_factory(spec: str) -> Callable[..., TextTurnEnv]:
+    """``bugfix``, ``module:factory``, ``trl:module:factory[:reward_func]`` or ``reasoning-gym:TASK`` -> a function
+    from a split (train | heldout) to a fresh environment.
+
+    A user's factory takes no argument or one (the split); the current folder is on the import path.
+    For ``bugfix`` the function also takes BugFixEnv's options (``budget=...``). ``trl:`` wraps a TRL
+    ``environment_factory`` (:mod:`pglab.envs.adapters.trl`), ``reasoning-gym:`` a reasoning-gym task
+    (:mod:`pglab.envs.adapters.reasoning_gym`).
+    """
+    if spec == "bugfix":
+        return lambda split, **options: BugFixText(split, **options)
+    kind, _, rest = spec.partition(":")
+    if kind == "trl":
+        from pglab.envs.adapters.trl import trl_factory
+
+        return trl_factory(rest, load_callable)
+    if kind == "reasoning-gym":
+        from pglab.envs.adapters.reasoning_gym import reasoning_gym_factory
+
+        return reasoning_gym_factory(rest)
+    if not kind or not rest:
+        raise SettingsError(f"--env {spec!r}: pass bugfix or module:factory (a function returning an environment), "
+                            "trl:module:factory (a TRL environment_factory) or reasoning-gym:TASK")
+    factory = load_callable(spec, f"--env {spec}")
     takes_split = bool(inspect.signature(factory).parameters)
     return lambda split: CheckedEnv(factory(split) if takes_split else factory(), f"--env {spec}")
 
 
-__all__ = ["BugFixText", "CheckedEnv", "TextTurnEnv", "check_env", "check_reset", "check_step", "env_factory"]
+__all__ = ["BugFixText", "CheckedEnv", "TextTurnEnv", "check_env", "check_reset", "check_step", "env_factory",
+           "load_callable"]

@@ -3,8 +3,6 @@
 Importing this package registers the gymnasium id ``pglab/BugFix-v0``.
 """
 
-from gymnasium.envs.registration import register, registry
-
 from pglab.envs.bugfix.env import BUDGET, CALLS, BugFixEnv, EpisodeRecord, parse_call, protocol, record_stats
 from pglab.envs.bugfix.grader import Grade, Grader, default_grader
 from pglab.envs.bugfix.ops import OP_NAMES, apply_op
@@ -18,10 +16,10 @@ from pglab.envs.bugfix.scripted import (
     scripted_rollout,
 )
 from pglab.envs.bugfix.tasks import FAMILIES, FIX_OPS, Case, Task, get_task, make_tasks
+from pglab.envs.registration import BUGFIX_ID as ENV_ID
+from pglab.envs.registration import register_envs
 
-ENV_ID = "pglab/BugFix-v0"
-if ENV_ID not in registry:
-    register(id=ENV_ID, entry_point="pglab.envs.bugfix.env:BugFixEnv")
+register_envs()
 
 __all__ = [
     "BUDGET", "CALLS", "ENV_ID", "FAMILIES", "FIX_OPS", "OP_NAMES", "BugFixEnv", "Case", "Episode", "EpisodeRecord",
