@@ -33,6 +33,7 @@ import torch
 from pglab.audit.peers.trl import TRL_MODES, TrlConfig, kl_term, policy_term
 from pglab.conform.checks import Check
 from pglab.estimators import advantages, aggregate_loss
+from pglab.runtime.progress import track
 
 VOCAB, WIDTH, LAYERS, HEADS = 48, 16, 2, 2
 """The tiny random GPT-2: word-level vocabulary, embedding width, blocks, attention heads."""
@@ -199,7 +200,7 @@ def run_trainer(config, batch: Batch, folder: Path, trainer_class: type) -> dict
     """Train ``max_steps`` steps; per process: {'steps': [[row, ...] per optimizer step], 'grads': [{name: [..]}],
     'generations': [[global rows] per generation]} (grads are the globally reduced ones)."""
     from datasets import Dataset
-    from transformers import AutoTokenizer, TrainerCallback
+    from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     generations: list[list[int]] = []
@@ -218,6 +219,7 @@ def run_trainer(config, batch: Batch, folder: Path, trainer_class: type) -> dict
                           if p.grad is not None})
 
     trainer.add_callback(Capture())
+    trainer.remove_callback(PrinterCallback)
     trainer.train()
     rows = batch.row_of()
     steps: list[list[int]] = [[] for _ in grads]
@@ -284,6 +286,16 @@ def step_factor(grad: dict, ref: dict) -> tuple[float, float]:
 
 def measure(config, setting: Setting, trainer_class: type | str, seed: int = 0) -> Check:
     """Run ``setting`` from the user's ``config`` and return its Check (the step furthest from factor 1)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a 16-wide model: more threads only contend (10x slower on 2 loaded cores)
+    try:
+        return measured(config, setting, trainer_class, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def measured(config, setting: Setting, trainer_class: type | str, seed: int) -> Check:
+    """measure's work, at whatever thread count is set."""
     from trl import GRPOConfig
 
     prompts_per_generation, generations, _ = setting.schedule(config.num_generations)
@@ -346,7 +358,8 @@ def trainer_checks(config, *, trainer_class: type | str | None = None, distribut
         raise ValueError(f"loss_type {config.loss_type!r} has no documented normalisation here; pass one of "
                          f"{', '.join(DOCUMENTED)}")
     cls = trainer_class or "trl:GRPOTrainer"
-    return [measure(config, setting, cls, seed) for setting in settings(config, distributed)]
+    runs = settings(config, distributed)
+    return [measure(config, setting, cls, seed) for setting in track(runs, "trl trainer checks", len(runs))]
 
 
 def load_class(spec: type | str) -> type:
@@ -375,7 +388,8 @@ def run_distributed(config, batch: Batch, folder: Path, trainer_class: type | st
                 "folder": str(folder)}, spec)
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}",
            f"--master_port={free_port()}", "-m", "pglab.conform.trl_trainer", str(spec)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "true"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "true",
+           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # the ranks import what this process imports
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"the {processes}-process run failed: {done.stderr.strip()[-2000:]}")
