@@ -20,7 +20,7 @@ from pglab.envs.bandit import GaussianBandit
 from pglab.reporting.plots import new_figure
 from pglab.reporting.result import Result
 from pglab.runtime.options import SettingsError
-from pglab.stats import binomial_se
+from pglab.stats import binomial_se, compare_seeds
 from pglab.trainers.bandit import committed_arm, train_bandit
 
 METHODS = {"no baseline": "none", "running-average baseline": "running"}
@@ -122,19 +122,22 @@ def run(config: Config, result: Result) -> None:
         f"and counted; all {config.rate_runs} runs per method measure the rate.")
     bandit = GaussianBandit([r + config.offset for r in config.rewards], config.sd)
     best = int(bandit.means.argmax())
-    rows, paths, arms = [], {}, {}
+    rows, paths, arms, wrong = [], {}, {}, {}
     for method, baseline in METHODS.items():
         trajectory = train_bandit(bandit, baseline, config.rate_runs, config.steps, config.lr,
                                   torch.Generator().manual_seed(config.first_seed))
         pi = bandit.policy(trajectory.thetas)
         arm = committed_arm(pi[-1], config.commit)
         paths[method], arms[method] = pi[:, :config.seeds], arm[:config.seeds]
+        wrong[method] = ((arm >= 0) & (arm != best)).double()
         rows.append(count_row(method, arm, best, config.seeds))
         result.metrics[f"{method}: wrong-commit rate"] = rows[-1]["all runs: wrong rate"]
         result.metrics[f"{method}: demo runs on a worse arm"] = rows[-1]["demo: wrong arm"]
         result.metrics[f"{method}: mean J at step {config.steps}, c not included"] = (
             float(bandit.exact_value(trajectory.thetas[-1]).mean()) - config.offset)
     result.tables["race"] = rows
+    compare_seeds(result, "committed to a wrong arm (0 or 1 per run)", wrong,
+                  [("no baseline", "running-average baseline")])
 
     without, with_baseline = rows
     rate, se = without["all runs: wrong rate"], without["all runs: se"]

@@ -21,7 +21,7 @@ from pglab.envs.bandit import GaussianBandit
 from pglab.reporting.plots import median_band, new_figure, outside_legend
 from pglab.reporting.result import Result
 from pglab.runtime.options import SettingsError
-from pglab.stats import binomial_se, book_tolerance, standard_error
+from pglab.stats import binomial_se, book_tolerance, compare_seeds, standard_error
 from pglab.trainers.bandit import BASELINES, train_bandit
 
 BOOK_MEAN_J = {"none": (7.352, 7.512, 7.655), "running": (7.637, 7.873, 7.951), "value": (7.648, 7.874, 7.951)}
@@ -153,4 +153,6 @@ def run(config: Config, result: Result) -> None:
                                f"ending elsewhere is below 3/{BOOK_RUNS} (95% confidence)")
     result.tables["training_summary"] = rows
     result.tables["final_most_likely_arm"] = count_rows
+    compare_seeds(result, f"J at step {config.steps}", {b: v[-1] for b, v in values.items()},
+                  [("running", "none"), ("value", "none"), ("value", "running")])
     result.figures["mean_J_with_band"] = training_figure(values)

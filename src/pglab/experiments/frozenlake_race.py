@@ -20,7 +20,7 @@ from pglab.reporting.plots import median_band, new_figure, outside_legend, refer
 from pglab.reporting.result import Result
 from pglab.runner import run_seeds
 from pglab.runtime.options import SettingsError
-from pglab.stats import book_tolerance, bootstrap_se, standard_error
+from pglab.stats import book_tolerance, bootstrap_se, compare_seeds, standard_error
 from pglab.trainers.tabular import VARIANTS, RaceJob, race_run
 
 BOOK_TABLE = {  # d2l-14.6 §14.6.4.1: updates to 90% (median, fastest, slowest) and mean |step| over 40 updates
@@ -163,6 +163,8 @@ def run(config: Config, result: Result) -> None:
                            f"{k:g} se of the difference of our {config.seeds}-run ratio and the book's "
                            f"{BOOK_TABLE['normalised'][3]} / {BOOK_TABLE[other][3]}, its se taken equal to ours "
                            f"(bootstrap se over runs = {se:.3g})")
+    compare_seeds(result, f"updates to {config.target:g}", reach, [(runner_up, "normalised")])
+    compare_seeds(result, f"mean step norm, first {window}", steps, [("normalised", other) for other in ratios])
     centred, se = float(steps["centred"].mean()), float(standard_error(torch.from_numpy(steps["centred"])))
     result.check_close(f"centred: mean step norm over the first {window} updates vs d2l-14.6", centred,
                        BOOK_TABLE["centred"][3], book_tolerance(se, k),
