@@ -250,6 +250,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def inspect_parser() -> Parser:
+    inspect = Parser(prog="pglab inspect", description="a run's steps, warnings and recorded transcripts on a local "
+                     "web page (docs/inspect.md); a second run goes beside the first")
+    inspect.add_argument("runs", nargs="+", metavar="RUN", help="run folder (the --out of demo, train-agent or "
+                         "train-lm), or the output_dir of a TRL GRPOTrainer run with log_completions")
+    inspect.add_argument("--model", help="a TRL run's model folder: tokenize and score its completions with pglab")
+    inspect.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    inspect.add_argument("--port", type=int, default=8001, help="port (default 8001; 0: any free port)")
+    inspect.add_argument("--no-browser", action="store_true", help="do not open the page in a browser")
+    return inspect
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    if len(args.runs) > 2:
+        raise SettingsError(f"pglab inspect shows one or two runs side by side, got {len(args.runs)}; pass at most 2")
+    try:
+        from pglab.web.inspect import check_port, serve_inspect
+    except ImportError as err:
+        raise SettingsError(f"pglab inspect needs the web extra ({err.name} is missing): pip install 'pglab[web]'") \
+            from None
+    from pglab.apps.inspect import load_run
+
+    runs = [load_run(run, model=args.model) for run in args.runs]
+    check_port(args.host, args.port)
+    serve_inspect(runs, args.host, args.port, browser=not args.no_browser, echo=lambda line: print(line, flush=True))
+    return 0
+
+
 TRAIN_LM = {"output_dir": str(DEFAULT_OUT / "train-lm")}
 """train-lm's defaults where the command's differ from RLConfig's (the library writes no files by default)."""
 
@@ -345,6 +373,8 @@ COMMANDS = {
     "demo": Command("run the main job on the embedded default", demo_parser, cmd_demo),
     "reproduce": Command("reproduce a book chapter's experiment", reproduce_parser, cmd_reproduce),
     "serve": Command("the course chapter's two demos on a local web page (the web extra)", serve_parser, cmd_serve),
+    "inspect": Command("a run's steps, warnings and token-by-token transcripts on a local web page (the web extra)",
+                       inspect_parser, cmd_inspect),
     "audit": Command("exact bias and variance of a policy-gradient loss (pglab audit --list)", audit_parser,
                      cmd_audit),
     "bench": Command("run a speed benchmark (pglab bench --list)", bench_parser, cmd_bench),

@@ -183,9 +183,10 @@ class SampleRecorder:
             f.write("".join(json.dumps(line) + "\n" for line in lines))
 
 
-def text_of(decode: Callable[[list[int]], str]) -> TokenText:
-    """A TokenText from a tokenizer's decode of a list of ids (each token decoded alone)."""
-    return lambda ids: [decode([int(i)]) for i in ids]
+def text_of(decode: Callable[[list[int]], str], separator: str = "") -> TokenText:
+    """A TokenText from a tokenizer's decode of a list of ids: each token decoded alone, then ``separator`` (a word
+    tokenizer's space between words)."""
+    return lambda ids: [decode([int(i)]) + separator for i in ids]
 
 
 __all__ = ["SAMPLES", "SampleBound", "SampleRecorder", "TokenText", "recorded_rows", "row_lines", "text_of",

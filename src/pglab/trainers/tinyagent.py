@@ -76,7 +76,7 @@ def train_reinforce(model: TinyAgent | TokenPolicy, tokenizer: Tokenizer, train_
         return format_costs(batch, format_penalty) if training else batch
 
     keys = {split: [(split, i) for i in range(len(found))] for split, found in tasks.items()}
-    source = EpisodeSource(collect, keys["train"], keys["heldout"], token_text=text_of(tokenizer.decode))
+    source = EpisodeSource(collect, keys["train"], keys["heldout"], token_text=text_of(tokenizer.decode, " "))
     return train_episodes(as_policy(model), source, settings, run, resume_check={"format_penalty": format_penalty})
 
 
