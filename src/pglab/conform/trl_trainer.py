@@ -172,8 +172,9 @@ def rollout(batch: Batch, generations: list[list[int]]):
     return rollout_func
 
 
-def measured_config(config, setting: Setting, output_dir: str, group_size: int):
-    """The user's config with MEASUREMENT and the setting's batch layout (a fresh instance of its class)."""
+def measured_fields(config, setting: Setting, output_dir: str, group_size: int) -> dict[str, Any]:
+    """The user's config fields with MEASUREMENT and the setting's batch layout (for a fresh instance of its class:
+    built in the process that trains, since GRPOConfig checks the layout against that process's world size)."""
     init = {f.name for f in dataclasses.fields(config) if f.init}
     fields = {k: v for k, v in config.to_dict().items() if k in init}
     steps = setting.schedule(group_size)[2]
@@ -182,7 +183,7 @@ def measured_config(config, setting: Setting, output_dir: str, group_size: int):
                "gradient_accumulation_steps": setting.accumulation, "num_iterations": setting.iterations}
     if setting.permuted:
         changes["seed"] = fields.get("seed", 0) + 1
-    return type(config)(**(fields | changes))
+    return fields | changes
 
 
 def recording(trainer_class: type) -> type:
@@ -304,15 +305,15 @@ def measured(config, setting: Setting, trainer_class: type | str, seed: int) -> 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "model"
         save_tiny_model(folder, seed)
-        run_config = measured_config(config, setting, str(Path(tmp) / "out"), config.num_generations)
+        fields = measured_fields(config, setting, str(Path(tmp) / "out"), config.num_generations)
         if setting.processes > 1:
-            run = run_distributed(run_config, batch, folder, trainer_class, setting.processes, Path(tmp))
+            run = run_distributed(fields, batch, folder, trainer_class, setting.processes, Path(tmp))
         else:
-            run = run_trainer(run_config, batch, folder, load_class(trainer_class))
-        adv = generation_advantages(run_config, batch, run["generations"])
-        results = [step_factor(grads, reference_gradient(run_config, batch, folder, rows, adv))
+            run = run_trainer(type(config)(**fields), batch, folder, load_class(trainer_class))
+        adv = generation_advantages(config, batch, run["generations"])
+        results = [step_factor(grads, reference_gradient(config, batch, folder, rows, adv))
                    for grads, rows in zip(run["grads"], run["steps"])]
-    if not results or not isinstance(run_config, GRPOConfig):
+    if not results or not isinstance(config, GRPOConfig):
         raise ValueError(f"{setting.name}: the trainer took no optimizer step; pass a GRPOConfig")
     factor, residual = max(results, key=lambda fr: abs(fr[0] - 1.0))
     worst = max(residual for _, residual in results)
@@ -378,13 +379,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_distributed(config, batch: Batch, folder: Path, trainer_class: type | str, processes: int,
+def run_distributed(fields: dict[str, Any], batch: Batch, folder: Path, trainer_class: type | str, processes: int,
                     tmp: Path) -> dict:
     """run_trainer under torchrun with ``processes`` CPU processes (gloo); steps merged over ranks, rank 0's grads."""
     if isinstance(trainer_class, type):
         trainer_class = f"{trainer_class.__module__}:{trainer_class.__qualname__}"
     spec = tmp / "spec.pt"
-    torch.save({"config": config.to_dict(), "class": trainer_class, "batch": dataclasses.asdict(batch),
+    torch.save({"config": fields, "class": trainer_class, "batch": dataclasses.asdict(batch),
                 "folder": str(folder)}, spec)
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}",
            f"--master_port={free_port()}", "-m", "pglab.conform.trl_trainer", str(spec)]
@@ -403,8 +404,7 @@ def main(spec_path: str) -> None:
     from trl import GRPOConfig
 
     spec = torch.load(spec_path)
-    init = {f.name for f in dataclasses.fields(GRPOConfig) if f.init}
-    config = GRPOConfig(**{k: v for k, v in spec["config"].items() if k in init} | {"generation_batch_size": None})
+    config = GRPOConfig(**spec["config"])
     run = run_trainer(config, Batch(**spec["batch"]), Path(spec["folder"]), load_class(spec["class"]))
     torch.save(run, Path(spec_path).parent / f"rank{os.environ.get('RANK', '0')}.pt")
 
