@@ -13,7 +13,7 @@ arguments and shown to the model as ``str(result)`` (an exception as ``{'error':
   signature takes them, with Python's ``random`` and numpy's global generator seeded from ``seed`` (and restored
   after), so one seed poses one task; the prompt is its text followed by the tools in pglab's call syntax;
 - ``step(text)``: a call ``<call> TOOL ARG ... </call>`` runs the method (arguments split at spaces, quotes group
-  words; ``name=value`` passes by name; a method of one parameter takes the whole text after its name), each
+  words; ``name=value`` passes by name; a method whose one parameter is text takes all the words), each
   argument converted to the parameter's annotated type (int, float, bool, str; other annotations read as JSON);
   an unknown tool, a wrong number of arguments, an argument that does not convert, a method that raises or a
   result that cannot be shown as text is answered with an observation starting ``error:``, and the episode goes
@@ -125,9 +125,10 @@ def convert(word: str, kind: Any, name: str) -> Any:
 
 def bind(tool: Tool, words: list[str]) -> dict[str, Any]:
     """Keyword arguments for ``tool`` from the call's words (in order, or ``name=value``); ToolError on a wrong
-    count or an argument that does not convert. A tool of one parameter takes all the words, joined by spaces."""
+    count or an argument that does not convert. A tool whose one parameter is text takes all the words, joined by
+    spaces."""
     named = {p.name: p for p in tool.parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
-    if len(named) == 1 and len(words) > 1:
+    if len(named) == 1 and len(words) > 1 and tool.types.get(next(iter(named))) in (str, None):
         words = [" ".join(words)]
     keyword = [w.partition("=") for w in words if w.partition("=")[0] in named and "=" in w]
     given = {key: value for key, _, value in keyword}
