@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import pickle
 import socket
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from pglab.audit.peers.trl import TRL_MODES, TrlConfig, kl_term, policy_term
 from pglab.conform.checks import Check
 from pglab.estimators import advantages, aggregate_loss
 from pglab.runtime.progress import track
+from pglab.sampling.scoring import token_log_probs
 
 VOCAB, WIDTH, LAYERS, HEADS = 48, 16, 2, 2
 """The tiny random GPT-2: word-level vocabulary, embedding width, blocks, attention heads."""
@@ -238,7 +240,7 @@ def reference_gradient(config, batch: Batch, folder: Path, rows: list[int], adv:
     completion = batch.completion_ids[index]
     ids = torch.cat([batch.prompt_ids[index // batch.group_size], completion], dim=1)
     logits = model(input_ids=ids).logits[:, PROMPT_TOKENS - 1:-1] / config.temperature
-    logp = torch.log_softmax(logits, -1).gather(-1, completion[..., None]).squeeze(-1)
+    logp = token_log_probs(logits, ids, start=PROMPT_TOKENS)[:, PROMPT_TOKENS:]
     mask = torch.ones_like(logp)
     cfg = TrlConfig(loss_type=config.loss_type, epsilon=config.epsilon, epsilon_high=config.epsilon_high,
                     importance_sampling_level=config.importance_sampling_level,
@@ -385,8 +387,8 @@ def run_distributed(fields: dict[str, Any], batch: Batch, folder: Path, trainer_
     if isinstance(trainer_class, type):
         trainer_class = f"{trainer_class.__module__}:{trainer_class.__qualname__}"
     spec = tmp / "spec.pt"
-    torch.save({"config": fields, "class": trainer_class, "batch": dataclasses.asdict(batch),
-                "folder": str(folder)}, spec)
+    spec.write_bytes(pickle.dumps({"config": fields, "class": trainer_class, "batch": dataclasses.asdict(batch),
+                                   "folder": str(folder)}))
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}",
            f"--master_port={free_port()}", "-m", "pglab.conform.trl_trainer", str(spec)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "true",
@@ -394,7 +396,7 @@ def run_distributed(fields: dict[str, Any], batch: Batch, folder: Path, trainer_
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"the {processes}-process run failed: {done.stderr.strip()[-2000:]}")
-    runs = [torch.load(tmp / f"rank{r}.pt") for r in range(processes)]
+    runs = [pickle.loads((tmp / f"rank{r}.pt").read_bytes()) for r in range(processes)]
     steps = [sum((run["steps"][k] for run in runs), []) for k in range(len(runs[0]["steps"]))]
     return {"steps": steps, "grads": runs[0]["grads"], "generations": runs[0]["generations"]}
 
@@ -403,10 +405,10 @@ def main(spec_path: str) -> None:
     """One rank of run_distributed: the spec's run, saved beside the spec as rank{RANK}.pt."""
     from trl import GRPOConfig
 
-    spec = torch.load(spec_path)
+    spec = pickle.loads(Path(spec_path).read_bytes())  # written by run_distributed into its own temporary folder
     config = GRPOConfig(**spec["config"])
     run = run_trainer(config, Batch(**spec["batch"]), Path(spec["folder"]), load_class(spec["class"]))
-    torch.save(run, Path(spec_path).parent / f"rank{os.environ.get('RANK', '0')}.pt")
+    (Path(spec_path).parent / f"rank{os.environ.get('RANK', '0')}.pt").write_bytes(pickle.dumps(run))
 
 
 if __name__ == "__main__":
