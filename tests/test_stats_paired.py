@@ -108,7 +108,7 @@ def test_compare_seeds_adds_one_row_per_pair_to_the_result():
     compare_seeds(result, "return", per_seed, [("same", "new")])
     first, second = result.tables[PAIRED_TABLE]
     d = paired_difference([3.0, 5.0, 4.0], [1.0, 2.0, 2.5])       # the NaN seed is left out of both
-    assert first == {"quantity": "return", "compared": "new - old", "seeds": 3, "mean difference": d.mean,
+    assert first == {"quantity": "return", "compared": "new minus old", "seeds": 3, "mean difference": d.mean,
                      "se": d.se, "95% CI low": d.low, "95% CI high": d.high, "separated": "yes",
                      "sd of differences": d.sd, "seeds needed": seeds_needed(d.mean, d.sd)}
     assert (second["seeds"], second["mean difference"], second["seeds needed"]) == (3, 0.0, None)
@@ -117,6 +117,6 @@ def test_compare_seeds_adds_one_row_per_pair_to_the_result():
 
 def test_a_single_seed_gives_the_difference_without_an_interval():
     row = paired_row("pass rate", "trained", "base", [0.5], [0.25])
-    assert row == {"quantity": "pass rate", "compared": "trained - base", "seeds": 1, "mean difference": 0.25}
+    assert row == {"quantity": "pass rate", "compared": "trained minus base", "seeds": 1, "mean difference": 0.25}
     with pytest.raises(ValueError, match="seed by seed"):
         paired_row("pass rate", "trained", "base", [0.5, 0.6], [0.25])

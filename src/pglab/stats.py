@@ -402,14 +402,14 @@ PAIRED_TABLE = "paired comparisons"
 
 
 def paired_row(quantity: str, first: str, second: str, a: Any, b: Any, confidence: float = 0.95) -> dict[str, Any]:
-    """One row of the paired-comparisons table: ``first`` - ``second`` over the seeds where both values a, b [seeds]
+    """One row of the paired-comparisons table: ``first`` minus ``second`` over the seeds where both values a, b [seeds]
     are finite, with its t interval, whether the interval excludes 0, and :func:`seeds_needed` at the measured
     difference and spread (alpha = 1 - confidence, power 0.8; empty when the seeds measured no difference)."""
     a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
     if len(a) != len(b):
         raise ValueError(f"{quantity}: {first!r} has {len(a)} seeds and {second!r} {len(b)}; pair them seed by seed")
     finite = np.isfinite(a) & np.isfinite(b)
-    row: dict[str, Any] = {"quantity": quantity, "compared": f"{first} - {second}", "seeds": int(finite.sum())}
+    row: dict[str, Any] = {"quantity": quantity, "compared": f"{first} minus {second}", "seeds": int(finite.sum())}
     if finite.sum() < 2:
         return {**row, "mean difference": float((a - b)[finite].mean()) if finite.any() else None}
     d = paired_difference(a[finite], b[finite], confidence=confidence)

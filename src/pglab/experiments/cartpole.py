@@ -20,7 +20,7 @@ from pglab.reporting.plots import new_figure
 from pglab.reporting.result import Result
 from pglab.runner import run_seeds
 from pglab.runtime.options import SettingsError
-from pglab.stats import rank_sum_p
+from pglab.stats import compare_seeds, rank_sum_p
 from pglab.trainers.cartpole import VECTOR_MODES, WEIGHTINGS, CartPoleSettings, train_cartpole
 
 BOOK_FINAL = {"return": 40.0, "reward_to_go": 300.0, "advantage": 500.0}
@@ -137,6 +137,8 @@ def run(config: Config, result: Result) -> None:
     for w, m in medians.items():
         result.metrics[f"{w}: median final return"] = m
     order = [w for w in WEIGHTINGS if w in medians]
+    compare_seeds(result, "final return", {LABELS[w]: f for w, f in finals.items()},
+                  [(LABELS[high], LABELS[low]) for low, high in zip(order[:-1], order[1:])])
     for low, high in zip(order[:-1], order[1:]):
         p = rank_sum_p(finals[low], finals[high])
         result.metrics[f"{low} < {high}: rank-sum p"] = p

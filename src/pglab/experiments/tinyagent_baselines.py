@@ -30,7 +30,7 @@ from pglab.models import build_tokenizer
 from pglab.reporting.plots import new_figure
 from pglab.reporting.result import Result
 from pglab.runtime.threads import single_torch_thread
-from pglab.stats import bootstrap_se, check_one_more
+from pglab.stats import bootstrap_se, check_one_more, compare_seeds
 from pglab.trainers.cloning import make_base_agent
 from pglab.trainers.probe import episode_gradients
 
@@ -146,6 +146,8 @@ def run(config: Config, result: Result) -> None:
                                (("median", "median over seeds"), ("lowest", "lowest"), ("highest", "highest"))})
         check_one_more(result, f"the book's {ratio} as one more base agent", values, book, log=True)
     result.tables["against_the_book"] = summary
+    compare_seeds(result, "log total variance (a difference is the log of their ratio)",
+                  {name: np.log([row[f"V({name})"] for row in rows]) for name in BOOK}, list(RATIOS.values()))
     beats = sum(row["mean reward / none"] < 1 for row in rows)
     result.metrics.update({"mean_beats_none_seeds": beats, "seeds": len(rows), "parameters": rows[0]["params"]})
     for key in ("F / S", "F / S without the head", "V(none)", "b*", "mean reward", "head share of |g|^2",

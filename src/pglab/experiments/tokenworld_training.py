@@ -25,7 +25,7 @@ from pglab.reporting.plots import new_figure, outside_legend
 from pglab.reporting.result import Result
 from pglab.runtime.options import SettingsError
 from pglab.runtime.threads import single_torch_thread
-from pglab.stats import book_tolerance, bootstrap_se, mean_gap, sd_ratio
+from pglab.stats import book_tolerance, bootstrap_se, compare_seeds, mean_gap, sd_ratio
 from pglab.trainers.tokenworld import train_tokenworld
 
 MILESTONES = (10, 25, 50, 150)
@@ -191,6 +191,7 @@ def check_ordering(label: str, at: dict[str, np.ndarray], config: Config, result
     k = config.sigmas
     gae = [f"GAE lambda {lam:g}" for lam in sorted(config.lambdas) if lam < 1.0]
     pairs = list(zip(gae, gae[1:])) + ([("GAE lambda 0", "leave-one-out")] if "GAE lambda 0" in at else [])
+    compare_seeds(result, f"success at {label}", at, [(high, low) for low, high in pairs])
     weakest = float("inf")
     for low, high in pairs:
         diff, se = mean_gap(at[high], at[low])
