@@ -25,6 +25,8 @@ import torch
 
 from pglab.batch import POLICY, PROMPT
 from pglab.runtime.options import SettingsError
+from pglab.trainers.loop import RunDir
+from pglab.trainers.records import SAMPLES
 
 COMPLETIONS = "completions"
 """The folder of TRL's completion tables in its output_dir."""
@@ -153,13 +155,9 @@ def import_trl(folder: str | Path, model: str | Path | None = None) -> tuple[lis
 
 def write_samples(samples: dict[int, list[dict]], out: str | Path) -> Path:
     """Write ``samples`` (by step) as ``out/samples.jsonl``, step by step -> its path."""
-    from pglab.trainers.records import SAMPLES
-
-    target = Path(out)
-    target.mkdir(parents=True, exist_ok=True)
-    lines = [line for step in sorted(samples) for line in samples[step]]
-    (target / SAMPLES).write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return target / SAMPLES
+    folder = RunDir(out)
+    folder.write_lines(SAMPLES, [line for step in sorted(samples) for line in samples[step]])
+    return folder / SAMPLES
 
 
 __all__ = ["COMPLETIONS", "FIXED", "STATE", "as_text", "completion_table", "import_trl", "is_trl_run",

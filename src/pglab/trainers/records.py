@@ -28,6 +28,7 @@ from pglab.estimators.advantages import per_token
 from pglab.models.policy import TokenPolicy
 from pglab.runtime.distributed import unwrap
 from pglab.sampling.scoring import sequence_log_probs
+from pglab.trainers.loop import RunDir
 from pglab.trainers.update import UpdateSpec, correction, reply_advantages, surrogate_loss, token_terms
 
 SAMPLES = "samples.jsonl"
@@ -137,7 +138,8 @@ class SampleRecorder:
 
     def __init__(self, folder: str | Path | None, steps: int, token_text: TokenText | None = None,
                  bound: SampleBound = SampleBound()):
-        self.path = Path(folder) / SAMPLES if folder is not None else None
+        self.folder = RunDir(folder) if folder is not None else None
+        self.path = self.folder / SAMPLES if self.folder is not None else None
         self.steps, self.token_text, self.bound = steps, token_text, bound
         self.every = bound.every(steps)
         self.started = False
@@ -150,8 +152,8 @@ class SampleRecorder:
         """Drop lines of steps >= ``step`` left by an interrupted run (a resumed run records them again)."""
         self.started = True
         if self.path.exists():
-            kept = [line for line in self.path.read_text().splitlines() if json.loads(line)["step"] < step]
-            self.path.write_text("".join(line + "\n" for line in kept))
+            rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+            self.folder.write_lines(SAMPLES, [row for row in rows if row["step"] < step])
 
     def record(self, step: int, policy: TokenPolicy, batch: TokenBatch, spec: UpdateSpec, *, baseline: float = 0.0,
                start: int = 1, sampler_logp: torch.Tensor | None = None) -> None:
@@ -179,8 +181,8 @@ class SampleRecorder:
                 columns[name] = values.to(logp.dtype) * mask
         lines = row_lines(step, rows.to("cpu"), index, {k: v.cpu() for k, v in columns.items()}, reply_adv.cpu(),
                           self.token_text, self.bound)
-        with open(self.path, "a") as f:
-            f.write("".join(json.dumps(line) + "\n" for line in lines))
+        for line in lines:
+            self.folder.append_line(SAMPLES, line)
 
 
 def text_of(decode: Callable[[list[int]], str], separator: str = "") -> TokenText:
