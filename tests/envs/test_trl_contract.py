@@ -140,7 +140,7 @@ def test_the_reward_is_trls_read_after_every_turn_and_summed_to_its_last_value(c
 
 def test_an_environment_that_breaks_the_contract_is_refused_in_one_line(counter):
     with pytest.raises(SettingsError, match="has no get_reward"):
-        env_factory("trl:counter_env:NoReward")("train")
+        env_factory("trl:counter_env:NoReward")
     with pytest.raises(SettingsError, match="cannot import Nothing from counter_env"):
         env_factory("trl:counter_env:Nothing")
     env = env_factory(counter)("train")

@@ -266,12 +266,13 @@ class TRLEnv:
 def trl_factory(spec: str, load: Callable[[str, str], Any]) -> Callable[[str], TRLEnv]:
     """``module:factory[:reward_func]`` (the part after ``trl:``) -> a function from a split to a fresh
     :class:`TRLEnv`; ``load(module_spec, flag)`` imports ``module:name`` as :func:`pglab.envs.text.env_factory`
-    does. The factory is called with no argument, as TRL calls it."""
+    does. The factory is called with no argument, as TRL calls it, once now to check the class."""
     module, _, rest = spec.partition(":")
     name, _, reward_name = rest.partition(":")
     where = f"--env trl:{spec}"
     factory = load(f"{module}:{name}", where)
     reward_func = load(f"{module}:{reward_name}", where) if reward_name else None
+    TRLEnv(factory(), where, reward_func)           # probe one instance, as TRL does, to refuse a broken class now
     return lambda split: TRLEnv(factory(), where, reward_func)
 
 
