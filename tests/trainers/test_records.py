@@ -110,3 +110,33 @@ def test_recording_changes_no_number_and_resumes_once(cloned_agent, tok, tmp_pat
     run(tmp_path / "stopped", resume=True)
     again = [json.loads(line) for line in (tmp_path / "stopped" / SAMPLES).read_text().splitlines()]
     assert [(line["step"], line["row"]) for line in again] == [(line["step"], line["row"]) for line in lines]
+
+
+@pytest.mark.experiment
+@pytest.mark.usefixtures("one_thread")
+def test_train_lm_records_its_replies_numbered_as_its_metrics(tmp_path):
+    """A 2-step train-lm run with a KL in the reward: the same metrics with and without a run folder; 4 of its 8
+    replies per step recorded under metrics.jsonl's step numbers; at the first step the policy is the reference,
+    so the log-ratio to it is 0 and every policy token's advantage is its reply's (k1 = 0)."""
+    pytest.importorskip("transformers")
+    from pglab.models.default_lm import save_random_gpt2
+    from pglab.trainers.lm import RLConfig, train_lm
+
+    save_random_gpt2(tmp_path / "model", vocab=300, layers=1, width=32, heads=2)
+    (tmp_path / "prompts.txt").write_text("\n".join(f"the film number {i} was really quite something"
+                                                    for i in range(16)))
+    settings = dict(model=str(tmp_path / "model"), prompts=str(tmp_path / "prompts.txt"), reward="vader", max_steps=2,
+                    prompts_per_step=4, num_generations=2, prompt_length=4, max_completion_length=6, eval_prompts=2,
+                    eval_generations=1, learning_rate=1e-2, beta=0.1, eval_every=2)
+    bare = train_lm(RLConfig(**settings), progress=False)
+    run = train_lm(RLConfig(**settings, output_dir=str(tmp_path / "run")), progress=False)
+    assert [{k: v for k, v in r.items() if k != "seconds"} for r in bare.history] == [
+        {k: v for k, v in r.items() if k != "seconds"} for r in run.history]
+    lines = [json.loads(line) for line in (tmp_path / "run" / SAMPLES).read_text().splitlines()]
+    assert [(line["step"], line["row"]) for line in lines] == [(s, r) for s in (1, 2) for r in (0, 2, 4, 6)]
+    for line in lines:
+        policy = [i for i, o in enumerate(line["owner"]) if o == POLICY]
+        assert len(policy) == 6 and all(len(line[c]) == len(line["ids"]) for c in (*COLUMNS, "ref_logp"))
+        if line["step"] == 1:
+            assert max(abs(line["logp"][i] - line["ref_logp"][i]) for i in policy) < 1e-3
+            assert all(line["adv"][i] == pytest.approx(line["advantage"], abs=2e-4) for i in policy)

@@ -134,13 +134,14 @@ def row_lines(step: int, rows: TokenBatch, index: Sequence[int], columns: dict[s
 
 
 class SampleRecorder:
-    """Writes the recorded rows of a run's steps to ``samples.jsonl`` (``folder`` None: records nothing)."""
+    """Writes the recorded rows of a run's steps to ``samples.jsonl`` (``folder`` None: records nothing); a line's
+    step is the 0-based step plus ``first_step`` (1 where the run's step rows count from 1, as train-lm's)."""
 
     def __init__(self, folder: str | Path | None, steps: int, token_text: TokenText | None = None,
-                 bound: SampleBound = SampleBound()):
+                 bound: SampleBound = SampleBound(), first_step: int = 0):
         self.folder = RunDir(folder) if folder is not None else None
         self.path = self.folder / SAMPLES if self.folder is not None else None
-        self.steps, self.token_text, self.bound = steps, token_text, bound
+        self.steps, self.token_text, self.bound, self.first_step = steps, token_text, bound, first_step
         self.every = bound.every(steps)
         self.started = False
 
@@ -153,7 +154,7 @@ class SampleRecorder:
         self.started = True
         if self.path.exists():
             rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
-            self.folder.write_lines(SAMPLES, [row for row in rows if row["step"] < step])
+            self.folder.write_lines(SAMPLES, [row for row in rows if row["step"] < step + self.first_step])
 
     def record(self, step: int, policy: TokenPolicy, batch: TokenBatch, spec: UpdateSpec, *, baseline: float = 0.0,
                start: int = 1, sampler_logp: torch.Tensor | None = None) -> None:
@@ -179,7 +180,7 @@ class SampleRecorder:
         for name, values in (("sampler_logp", sampler), ("ref_logp", rows.ref_logp)):
             if values is not None:
                 columns[name] = values.to(logp.dtype) * mask
-        lines = row_lines(step, rows.to("cpu"), index, {k: v.cpu() for k, v in columns.items()}, reply_adv.cpu(),
+        lines = row_lines(step + self.first_step, rows.to("cpu"), index, {k: v.cpu() for k, v in columns.items()}, reply_adv.cpu(),
                           self.token_text, self.bound)
         for line in lines:
             self.folder.append_line(SAMPLES, line)

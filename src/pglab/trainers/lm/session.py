@@ -82,7 +82,7 @@ class Session:
         self.ema = EMABaseline(0.0, cfg.ema_decay)
         self.stale = StaleSampler(self.sampler, cfg.staleness) if cfg.staleness else None
         self.recorder = SampleRecorder(cfg.output_dir if self.rank == 0 else None, cfg.max_steps,
-                                       text_of(self.tokenizer.decode))
+                                       text_of(self.tokenizer.decode), first_step=1)      # as metrics.jsonl
 
     def reference(self, fresh: Callable[[], torch.nn.Module] | None = None):
         """A context giving the reference as an HFPolicy (same temperature and banned ids; no nucleus)."""
