@@ -18,7 +18,7 @@ import numpy as np
 from pglab.envs.bugfix import make_tasks
 from pglab.reporting.plots import new_figure
 from pglab.reporting.result import Result
-from pglab.stats import check_one_more
+from pglab.stats import check_one_more, compare_seeds
 
 BOOK = {"base_train_pass": 0.144, "trained_train_pass": 0.775, "base_heldout_pass": 0.125,
         "trained_heldout_pass": 0.456, "base_train_valid": 0.973, "base_heldout_valid": 0.981,
@@ -168,6 +168,9 @@ def run(config: Config, result: Result) -> None:
                            levels[split]["random"] - 2 * se, levels[split]["blind"] + 2 * se,
                            tolerance=f"exact scripted levels +- 2 binomial se of {n} episodes (se = {se:.3f}); "
                                      f"{spread(f'base_{split}_pass')}")
+    for split in ("train", "heldout"):
+        passes = {agent: [s[f"{agent}_{split}_pass"] for s in per_seed] for agent in ("trained", "base")}
+        compare_seeds(result, f"pass rate ({split})", passes, [("trained", "base")])
     gain = {split: [s[f"trained_{split}_pass"] - s[f"base_{split}_pass"] for s in per_seed]
             for split in ("train", "heldout")}
     result.metrics.update({f"{kind}_gain_{split}": fn(gain[split]) for split in gain

@@ -20,7 +20,7 @@ from pglab.models import build_tokenizer
 from pglab.reporting.result import Result
 from pglab.runtime.threads import single_torch_thread
 from pglab.sampling.episodes import call_name
-from pglab.stats import bootstrap_se, check_one_more
+from pglab.stats import bootstrap_se, check_one_more, compare_seeds
 from pglab.trainers.cloning import make_base_agent
 from pglab.trainers.probe import call_starts, episode_gradients, step_cost_rewards
 
@@ -89,6 +89,10 @@ def run(config: Config, result: Result) -> None:
     result.tables["variance"] = rows + [{"seed": "book", "variance_total_return": BOOK["total"],
                                           "variance_reward_to_go": BOOK["to_go"], "reduction": BOOK["reduction"]}]
     reductions = [row["reduction"] for row in rows]
+    compare_seeds(result, "log total variance (a difference is the log of their ratio)",
+                  {name: np.log([row[f"variance_{name}"] for row in rows])
+                   for name in ("reward_to_go", "total_return")},
+                  [("reward_to_go", "total_return")])
     result.metrics.update({"median reduction": float(np.median(reductions)), "lowest reduction": min(reductions),
                            "highest reduction": max(reductions),
                            "median bootstrap se": float(np.median([row["bootstrap se"] for row in rows]))})
