@@ -230,6 +230,37 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def conform_parser() -> Parser:
+    from pglab.conform.configs import FRAMEWORK_NAMES
+    from pglab.conform.report import ConformConfig
+
+    conform = Parser(prog="pglab conform", description="run a framework's own loss, advantage and trainer code on "
+                     "pglab's exact batches, against what it documents; exit 1 when a check fails")
+    conform.add_argument("framework", choices=FRAMEWORK_NAMES, help="the installed framework to check")
+    conform.add_argument("--set", action="append", metavar="KEY=VALUE", default=[],
+                         help="override one config key in the framework's own naming (repeatable), e.g. "
+                              "--set loss_type=dapo or --set actor_rollout_ref.actor.use_kl_loss=true")
+    add_options(conform, ConformConfig)
+    return conform
+
+
+def cmd_conform(args: argparse.Namespace) -> int:
+    from pglab.conform.report import ConformConfig, as_result, payload, run_conform, write_json
+
+    config = settings(ConformConfig, args)
+    sets = parse_sets(args.set)
+    framework_config, checks = run_conform(args.framework, sets, config)
+    result = as_result(framework_config, checks, sets)
+    document = payload(args.framework, checks)
+    print(f"verdict: {document['verdict']} ({args.framework} {document['version']})")
+    folder = Path(config.out) if config.out else None
+    print_result(result, folder, write_report(result, folder) if folder else None)
+    if config.json:
+        write_json(Path(config.json), document)
+        print(f"checks written to {config.json}")
+    return 1 if document["verdict"] == "fail" else 0
+
+
 def serve_parser() -> Parser:
     serve = Parser(prog="pglab serve", description="the course chapter's two demos on a local web page")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
@@ -377,6 +408,8 @@ COMMANDS = {
                        inspect_parser, cmd_inspect),
     "audit": Command("exact bias and variance of a policy-gradient loss (pglab audit --list)", audit_parser,
                      cmd_audit),
+    "conform": Command("check TRL, verl or OpenRLHF: their own loss code on your config against what they document",
+                       conform_parser, cmd_conform),
     "bench": Command("run a speed benchmark (pglab bench --list)", bench_parser, cmd_bench),
     "train-lm": Command("REINFORCE / RLOO / GRPO with a KL penalty on a Hugging Face causal LM", train_lm_parser,
                         cmd_train_lm),
