@@ -117,6 +117,53 @@ class GPT2Logits(torch.nn.Module):
         return logits.reshape(self.prompts, -1, *logits.shape[1:])
 
 
+def top_k_logits(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """The logits [..., V] with all but the k largest of each row set to -inf (ties: the first ones kept)."""
+    if k >= logits.shape[-1]:
+        return logits
+    kept = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, logits.topk(k, -1).indices, True)
+    return logits.masked_fill(~kept, -torch.inf)
+
+
+def top_p_logits(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """The logits [..., V] cut to each row's nucleus: the smallest set of most likely tokens whose mass reaches p.
+
+    A token is kept when the mass of the tokens more likely than it (ties in index order) is below p; the rest
+    get -inf, so a log_softmax of the result renormalises over the nucleus.
+    """
+    if p >= 1:
+        return logits
+    probs, order = torch.softmax(logits, -1).sort(-1, descending=True, stable=True)
+    before = probs.cumsum(-1) - probs                            # mass of the more likely tokens
+    kept = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, order, before < p)
+    return logits.masked_fill(~kept, -torch.inf)
+
+
+class SamplerLogits(torch.nn.Module):
+    """A sampler's view of a net's logits [P, N, L, V]: fixed noise, then a temperature, then top-k, then top-p.
+
+    The order is a sampler's: noise models a kernel or precision mismatch in the logits themselves, and
+    temperature, top-k and top-p (vLLM's and Hugging Face's order) act on the logits it computed. ``net`` is
+    the wrapped module itself (not a copy): the sampler follows its parameters.
+    """
+
+    def __init__(self, net: torch.nn.Module, replies: Replies, *, noise: torch.Tensor | None = None,
+                 temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None):
+        super().__init__()
+        self.net, self.replies = net, replies
+        self.noise, self.temperature, self.top_k, self.top_p = noise, temperature, top_k, top_p
+
+    def forward(self) -> torch.Tensor:
+        """Logits at every position of every reply: [P, N, L, V] (-inf where top-k or top-p cut a token)."""
+        logits = self.net()
+        if self.noise is not None:
+            logits = logits + self.noise[:, self.replies.state]
+        logits = logits / self.temperature
+        if self.top_k is not None:
+            logits = top_k_logits(logits, self.top_k)
+        return logits if self.top_p is None else top_p_logits(logits, self.top_p)
+
+
 class EnumerablePolicy:
     """A policy, its reference and a reward r(x, y), with every reply enumerated.
 
@@ -134,7 +181,7 @@ class EnumerablePolicy:
             raise ValueError(f"prompts must be >= 1, got {prompts}")
         self.replies = enumerate_replies(vocab, length, eos)
         self.prompts, self.vocab, self.length, self.eos = prompts, vocab, length, eos
-        self.parametrisation = parametrisation
+        self.parametrisation, self.seed = parametrisation, seed
         generator = torch.Generator().manual_seed(seed)
         build = TableLogits if parametrisation == "table" else GPT2Logits
         scale = scale if scale is not None else (1.0 if parametrisation == "table" else 0.5)
@@ -158,6 +205,18 @@ class EnumerablePolicy:
         twin.net = copy.deepcopy(self.net)
         return twin
 
+    def transformed(self, *, noise: torch.Tensor | None = None, temperature: float = 1.0, top_k: int | None = None,
+                    top_p: float | None = None) -> EnumerablePolicy:
+        """The policy as a sampler sees it: its net wrapped in a SamplerLogits (same parameters, reference, rewards).
+
+        noise [P, S, V] is added to the logits at each (prompt, prefix state), then the logits are divided by
+        ``temperature``, then cut to the ``top_k`` largest, then to the top-p nucleus (see SamplerLogits).
+        """
+        twin = copy.copy(self)
+        twin.net = SamplerLogits(self.net, self.replies, noise=noise, temperature=temperature, top_k=top_k,
+                                 top_p=top_p)
+        return twin
+
     @property
     def mask(self) -> torch.Tensor:
         """[N, L]: 1 on reply tokens."""
@@ -165,7 +224,7 @@ class EnumerablePolicy:
 
     def _token_logp(self, logits: torch.Tensor) -> torch.Tensor:
         logp = torch.log_softmax(logits, -1).gather(-1, self.replies.tokens.expand(logits.shape[:-1])[..., None])
-        return logp[..., 0] * self.mask
+        return torch.where(self.mask > 0, logp[..., 0], 0.0)    # not logp * mask: a truncated sampler's -inf * 0
 
     def token_logp(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(log pi, log ref) of every reply token: two [P, N, L] (0 after a reply's end); log pi is differentiable."""
