@@ -25,6 +25,7 @@ import torch
 
 from pglab.batch import POLICY, PROMPT
 from pglab.runtime.options import SettingsError
+from pglab.runtime.progress import track
 from pglab.trainers.loop import RunDir
 from pglab.trainers.records import SAMPLES
 
@@ -141,7 +142,8 @@ def import_trl(folder: str | Path, model: str | Path | None = None) -> tuple[lis
 
         net, tokenizer = load_causal_lm(str(model), progress=False)
         net.eval()
-        lines = [scored_line(row, i, net, tokenizer) for i, row in enumerate(table)]
+        lines = [scored_line(row, i, net, tokenizer)
+                 for i, row in track(enumerate(table), "scoring TRL's completions", total=len(table))]
     else:
         lines = [sample_line(row, i, (words(as_text(row["prompt"])), words(as_text(row["completion"]))))
                  for i, row in enumerate(table)]
