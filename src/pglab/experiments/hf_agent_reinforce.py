@@ -19,6 +19,7 @@ import numpy as np
 from pglab.envs.bugfix import make_tasks
 from pglab.reporting.plots import new_figure
 from pglab.reporting.result import Result
+from pglab.stats import compare_seeds
 
 SPLIT_TASKS = {"train": 16, "heldout": 10}
 VALID_TARGET = 0.93
@@ -103,6 +104,8 @@ def run(config: Config, result: Result) -> None:
         result.check_range(f"trained minus base pass rate ({split})", trained - base, low=2 * gain_se,
                            tolerance=f"2 se of the difference of two binomial rates over {n} episodes each",
                            full_size=True)
+        passes = {agent: [s[f"{agent}_{split}_pass"] for s in per_seed] for agent in ("trained", "base")}
+        compare_seeds(result, f"GPT-2 agent pass rate ({split})", passes, [("trained", "base")])
         valid = median(f"trained_{split}_valid")
         result.check_range(f"valid calls after training ({split})", valid, low=VALID_TARGET,
                            tolerance="acceptance: at least 0.93 (the book's trained agent: 0.951 train, 0.974 "
