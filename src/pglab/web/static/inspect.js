@@ -69,7 +69,8 @@ function renderEpisode(row, name, scale, parent) {
                             "data-mismatch": f.mismatch, "data-failed": f.failed }, parent);
   const passed = row.passed == null ? "" : row.passed ? " · passed" : " · failed";
   node("div", { class: "episode-head" }, div,
-       `row ${row.row} · group ${row.group} · reward ${fmt(row.reward)}${passed} · advantage ${fmt(row.advantage)}` +
+       `row ${row.row}` + (row.group == null ? "" : ` · group ${row.group}`) +
+       ` · reward ${fmt(row.reward)}${passed} · advantage ${fmt(row.advantage)}` +
        (row.end ? ` · ended by ${row.end}` : "") + (row.truncated ? " · cut to the recorded positions" : ""));
   const text = node("p", { class: "transcript" }, div);
   row.owner.forEach((owner, i) => {
