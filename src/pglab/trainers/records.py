@@ -180,8 +180,8 @@ class SampleRecorder:
         for name, values in (("sampler_logp", sampler), ("ref_logp", rows.ref_logp)):
             if values is not None:
                 columns[name] = values.to(logp.dtype) * mask
-        lines = row_lines(step + self.first_step, rows.to("cpu"), index, {k: v.cpu() for k, v in columns.items()}, reply_adv.cpu(),
-                          self.token_text, self.bound)
+        lines = row_lines(step + self.first_step, rows.to("cpu"), index, {k: v.cpu() for k, v in columns.items()},
+                          reply_adv.cpu(), self.token_text, self.bound)
         for line in lines:
             self.folder.append_line(SAMPLES, line)
 
