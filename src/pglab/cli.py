@@ -246,6 +246,7 @@ def conform_parser() -> Parser:
 
 def cmd_conform(args: argparse.Namespace) -> int:
     from pglab.conform.report import ConformConfig, as_result, payload, run_conform, write_json
+    from pglab.reporting.result import provenance
 
     config = settings(ConformConfig, args)
     sets = parse_sets(args.set)
@@ -254,6 +255,8 @@ def cmd_conform(args: argparse.Namespace) -> int:
     document = payload(args.framework, checks)
     print(f"verdict: {document['verdict']} ({args.framework} {document['version']})")
     folder = Path(config.out) if config.out else None
+    if folder:
+        result.provenance = provenance()
     print_result(result, folder, write_report(result, folder) if folder else None)
     if config.json:
         write_json(Path(config.json), document)

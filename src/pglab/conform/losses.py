@@ -174,6 +174,7 @@ def verl_check(config: FrameworkConfig) -> None:
     except (ValueError, KeyError, NotImplementedError):
         raise SettingsError(f"verl has no advantage estimator {estimator!r}; set algorithm.adv_estimator") from None
     needed = [n for n, p in inspect.signature(fn).parameters.items() if p.default is inspect.Parameter.empty
+              and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
               and n not in ("token_level_rewards", "response_mask", "index")]
     if needed:
         raise SettingsError(f"algorithm.adv_estimator={estimator} needs {', '.join(needed)} (a critic or reward "

@@ -18,7 +18,7 @@ from pglab.conform.configs import FRAMEWORK_NAMES, FrameworkConfig, read_config
 from pglab.conform.frameworks import version
 from pglab.conform.loss_checks import BEHAVIOURS, AuditSetup, loss_checks
 from pglab.conform.numerics import numerics_checks
-from pglab.reporting.result import Result, provenance
+from pglab.reporting.result import Result
 from pglab.runtime.options import SettingsError, check_folder
 
 
@@ -94,13 +94,14 @@ def payload(framework: str, checks: list[Check]) -> dict:
 
 
 def as_result(config: FrameworkConfig, checks: list[Check], sets: dict[str, str]) -> Result:
-    """The checks as a Result for pglab.reporting (one table; the verdict in the summary)."""
+    """The checks as a Result for pglab.reporting (one table; the verdict in the summary; no provenance: the
+    caller adds it where the report is written)."""
     name = f"conform {config.framework}"
     summary = (f"verdict: {verdict(checks)}. {config.framework} {version(config.framework)}, config read by "
                f"{config.source}; KL coefficient {config.beta:g}.")
     rows = [{"check": c.name, "status": c.status, "factor": finite(c.factor), "detail": c.detail} for c in checks]
     return Result(name, {"framework": config.framework, "source": config.source, "set": sets, "beta": config.beta},
-                  tables={"checks": rows}, summary=summary, provenance=provenance(),
+                  tables={"checks": rows}, summary=summary,
                   warnings=[f"warning: {c.name}: {c.detail}" for c in checks if c.status == "warn"])
 
 
