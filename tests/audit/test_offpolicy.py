@@ -171,9 +171,9 @@ def unbiased_sequence_is(beta):
 def test_sequence_level_importance_sampling_is_unbiased_for_a_behaviour_of_full_support(spec):
     policy, behaviour = behaviour_pair(EnumerablePolicy(prompts=2, vocab=3, length=2, eos=True, seed=4), spec,
                                        beta=0.2)
-    report = audit_loss(unbiased_sequence_is(0.2), policy, beta=0.2, group_size=3, behaviour=behaviour)
+    report = audit_loss(unbiased_sequence_is(0.2), policy, beta=0.2, group_size=GROUP, behaviour=behaviour)
     assert report.exact and report.off_policy and report.relative_bias < 1e-9 and report.follows == "reverse_kl"
-    naive = audit_loss(placement_loss("k1", "reward", 0.2), policy, beta=0.2, group_size=3, behaviour=behaviour)
+    naive = audit_loss(placement_loss("k1", "reward", 0.2), policy, beta=0.2, group_size=GROUP, behaviour=behaviour)
     assert naive.relative_bias > 1e-3                   # without the weights the behaviour's samples bias it
 
 

@@ -133,7 +133,7 @@ def top_p_logits(logits: torch.Tensor, p: float) -> torch.Tensor:
     """
     if p >= 1:
         return logits
-    probs, order = torch.softmax(logits, -1).sort(-1, descending=True, stable=True)
+    probs, order = torch.sort(torch.softmax(logits, -1), dim=-1, descending=True, stable=True)
     before = probs.cumsum(-1) - probs                            # mass of the more likely tokens
     kept = torch.zeros_like(logits, dtype=torch.bool).scatter_(-1, order, before < p)
     return logits.masked_fill(~kept, -torch.inf)
