@@ -213,6 +213,7 @@ def audit_parser() -> Parser:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from pglab.audit import PRESETS
     from pglab.audit.report import AuditConfig, preset_lines, run_audit, summary_rows, verdict, write_json
 
     if args.list:
@@ -222,7 +223,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     report = run_audit(config)
     name = config.preset or config.loss
     print(f"verdict: {verdict(report)}")
-    print_result(Result(f"audit {name}", {}, tables={f"audit of {name}": summary_rows(report),
+    warning = getattr(PRESETS.get(config.preset), "warning", None)
+    if warning:
+        print(f"warning: {warning}")
+    print_result(Result(f"audit {name}", {}, tables={f"audit of {name}": summary_rows(report, config.behaviour),
                                                      "objectives": report.candidates}))
     if config.json:
         write_json(report, config, Path(config.json))

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pglab.audit.core import EXACT_TOLERANCE, AuditReport, audit_loss
+from pglab.audit.behaviour import behaviour_pair, describe, parse_spec
+from pglab.audit.core import AuditReport, audit_loss
 from pglab.audit.presets import PRESETS, LossFn, get_preset, grouped_presets
 from pglab.envs.enumerable import OBJECTIVES, EnumerablePolicy
 from pglab.runtime.options import SettingsError, flag_of
@@ -33,13 +34,18 @@ class AuditConfig:
     policy: Literal["table", "gpt2"] = "table"
     """Parametrisation: table (logits per prefix) or gpt2 (a tiny random GPT-2)."""
     variable_length: bool = False
-    """Add an end token so that replies have 1 or 2 tokens (then vocab 3: two tokens and the end)."""
+    """Add an end token (the last of the vocabulary) so that replies have 1 to --length tokens."""
+    vocab: int | None = None
+    """Reply tokens V; by default 2, or 3 with --variable-length (two tokens and the end)."""
     prompts: int = 2
     """Prompts P (the batch holds one group per prompt)."""
     length: int = 2
     """Most tokens in a reply."""
     seed: int = 0
     """RNG seed of the weights, the rewards and the structure checks (and of Monte Carlo draws)."""
+    behaviour: str | None = None
+    """The sampler of the batches, off-policy: comma-separated noise:S, stale:K, top-p:P, top-k:K, temperature:T
+    (e.g. stale:2,top-p:0.9; see docs/audit.md, Off-policy); none: the policy samples its own batches."""
     monte_carlo: bool = False
     """Draw batches even where enumeration fits."""
     max_batches: int = 20_000
@@ -62,6 +68,11 @@ class AuditConfig:
                 raise SettingsError(f"{flag_of(AuditConfig, name)} must be >= {low}, got {getattr(self, name)}")
         if not (math.isfinite(self.beta) and self.beta >= 0):
             raise SettingsError(f"--beta must be a finite number >= 0, got {self.beta}")
+        low = 3 if self.variable_length else 2
+        if self.vocab is not None and self.vocab < low:
+            why = " with --variable-length (two tokens and the end)" if self.variable_length else ""
+            raise SettingsError(f"--vocab must be >= {low}{why}, got {self.vocab}")
+        parse_spec(self.behaviour)
         if self.json is not None:
             check_json_file(Path(self.json))
 
@@ -101,14 +112,16 @@ def load_loss(spec: str) -> LossFn:
 
 def make_policy(config: AuditConfig) -> EnumerablePolicy:
     """The enumerable policy the CLI audits on."""
-    return EnumerablePolicy(prompts=config.prompts, vocab=3 if config.variable_length else 2, length=config.length,
-                            eos=config.variable_length, parametrisation=config.policy, seed=config.seed)
+    vocab = config.vocab if config.vocab is not None else 3 if config.variable_length else 2
+    return EnumerablePolicy(prompts=config.prompts, vocab=vocab, length=config.length, eos=config.variable_length,
+                            parametrisation=config.policy, seed=config.seed)
 
 
 def run_audit(config: AuditConfig) -> AuditReport:
-    """Build the loss and the policy of ``config``, and audit."""
+    """Build the loss, the policy and its behaviour of ``config``, and audit."""
     loss_fn = get_preset(config.preset, config.beta) if config.preset else load_loss(config.loss)
-    return audit_loss(loss_fn, make_policy(config), beta=config.beta, group_size=config.group_size,
+    policy, behaviour = behaviour_pair(make_policy(config), config.behaviour, beta=config.beta)
+    return audit_loss(loss_fn, policy, beta=config.beta, group_size=config.group_size, behaviour=behaviour,
                       seed=config.seed, max_batches=config.max_batches, samples=config.samples,
                       monte_carlo=config.monte_carlo)
 
@@ -117,11 +130,12 @@ def verdict(report: AuditReport) -> str:
     """The audit in one line: unbiased (up to a step-size factor), biased toward a named objective, or biased.
 
     "Unbiased" means E[g] is a positive multiple of grad(-J), the stated objective's gradient; the factor c only
-    rescales the learning rate. Exact mode calls c = 1 within EXACT_TOLERANCE; Monte Carlo within 3 standard errors.
+    rescales the learning rate. Exact mode calls c = 1 within report.tolerance (EXACT_TOLERANCE, or the roundoff
+    of a float32 loss); Monte Carlo within 3 standard errors.
     """
     noise = "" if report.exact else " (within the Monte Carlo noise)"
     if report.follows == "reverse_kl":
-        tolerance = EXACT_TOLERANCE if report.exact else 3 * report.standard_errors.get("scale", 0.0)
+        tolerance = report.tolerance if report.exact else 3 * report.standard_errors.get("scale", 0.0)
         if abs(report.scale - 1) <= tolerance:
             return f"unbiased: E[g] = grad J{noise}"
         return f"unbiased up to a step-size factor {report.scale:.3g}{noise}"
@@ -133,10 +147,11 @@ def verdict(report: AuditReport) -> str:
     return f"biased: no objective found, scaled bias {report.scaled_bias:.2g}"
 
 
-def summary_rows(report: AuditReport) -> list[dict]:
-    """The report as rows of (quantity, value, meaning) for the terminal table."""
+def summary_rows(report: AuditReport, behaviour: str | None = None) -> list[dict]:
+    """The report as rows of (quantity, value, meaning) for the terminal table; ``behaviour`` the spec audited."""
     se = report.standard_errors
     rows = [
+        ("behaviour", describe(behaviour), "what sampled the batches: E[g] is under it, g at the policy"),
         ("relative bias", report.relative_bias, "|E[g] - grad(-J)| / |grad J|"
          + (f" (noise {se['relative_bias']:.2g})" if se else "")),
         ("cosine", report.cosine, "between E[g] and grad(-J)"),
@@ -166,8 +181,8 @@ def write_json(report: AuditReport, config: AuditConfig, path: Path) -> None:
             return [finite(v) for v in value]
         return value
 
-    path.write_text(json.dumps(finite({"verdict": verdict(report), **report.as_dict(), "config": asdict(config)}),
-                               indent=2))
+    path.write_text(json.dumps(finite({"verdict": verdict(report), "behaviour": describe(config.behaviour),
+                                       **report.as_dict(), "config": asdict(config)}), indent=2))
 
 
 def preset_lines() -> list[str]:
