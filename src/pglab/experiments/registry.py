@@ -70,6 +70,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                      "pass/fail rewards, G = 2 to 64: closed forms against exact audits"),
     "kl-matrix": ("kl_matrix", "KL estimator x placement x level, on-policy and under noisy and stale samplers: the "
                                "objective each follows and its exact bias, against closed forms"),
+    "framework-matrix": ("framework_matrix", "pglab conform's loss level over the installed TRL, verl and OpenRLHF "
+                                             "and their main loss settings: documented preset, factor, objective"),
     "offpolicy-bias": ("offpolicy_bias", "nine sampler/trainer mismatch corrections as the logit noise and the "
                                          "staleness grow: exact bias, variance and the bias-variance frontier"),
 }
