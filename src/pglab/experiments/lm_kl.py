@@ -23,6 +23,7 @@ import numpy as np
 
 from pglab.reporting.result import Result
 from pglab.runtime.options import SettingsError
+from pglab.stats import compare_seeds
 
 BOOK = {"entropy_fold": 4.12 / 0.67, "distinct_fold": 0.483 / 0.019, "ref_perplexity_ratio": 61 / 91}
 """llm-ch6 §6.11, beta = 0, start / end: entropy 6.1-fold, distinct-1 25-fold; reference perplexity end / start 0.67."""
@@ -161,6 +162,9 @@ def claims(result: Result, evals: dict[tuple[int, float], list[dict]], config: C
     claims mean something at quick size; the collapse, the KL order and the bounded KL need 300 steps."""
     k, seeds = config.sigmas, sorted({seed for seed, _ in evals})
     fold_claims(result, {seed: evals[seed, 0.0] for seed in seeds}, config)
+    final_kl = {f"beta = {beta:g}": [evals[seed, beta][-1]["kl_exact"] for seed in seeds] for beta in config.betas}
+    compare_seeds(result, "final exact KL", final_kl,
+                  [(f"beta = {low:g}", f"beta = {high:g}") for low, high in zip(config.betas, config.betas[1:])])
     for seed in seeds:
         ends = [evals[seed, beta][-1] for beta in config.betas]
         for (low_beta, low), (high_beta, high) in zip(zip(config.betas, ends), zip(config.betas[1:], ends[1:])):
