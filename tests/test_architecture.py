@@ -11,7 +11,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "pglab"
 UTILITIES = {"reporting", "runtime", "stats"}
 """Shared helpers beside the layers: importable from any layer, importing no layer themselves."""
 RANKS = {"estimators": 0, "batch": 1, "data": 2, "envs": 3, "models": 4, "sampling": 5, "trainers": 6,
-         "runner": 7, "audit": 8, "conform": 8, "experiments": 9, "apps": 10, "bench": 11, "web": 12, "cli": 13, "__main__": 13}
+         "runner": 7, "audit": 8, "conform": 8, "experiments": 9, "apps": 10, "bench": 11, "web": 12, "cli": 13,
+         "__main__": 13}
 """Layer of each top-level module or package of pglab, from SPEC's diagram (bottom = 0)."""
 
 
