@@ -111,11 +111,12 @@ def _flat_grad(value: torch.Tensor, params: list[torch.Tensor], retain: bool = F
 
 
 def _jacobian(flat: torch.Tensor, params: list[torch.Tensor]) -> torch.Tensor:
-    """d flat[m] / d params for every m: [M, D] (one batched backward pass)."""
-    eye = torch.eye(len(flat), dtype=flat.dtype)
-    grads = torch.autograd.grad(flat, params, grad_outputs=eye, is_grads_batched=True, allow_unused=True)
-    return torch.cat([(torch.zeros(len(flat), p.numel(), dtype=flat.dtype) if g is None else g.reshape(len(flat), -1))
-                      for p, g in zip(params, grads)], 1)
+    """d flat[m] / d params for every m: [M, D], one backward pass per token slot.
+
+    A single batched pass (``is_grads_batched``) is no faster at these sizes and its first call imports
+    torch.fx and sympy, which cost a command-line audit more than a second.
+    """
+    return torch.stack([_flat_grad(flat[m], params, retain=True) for m in range(len(flat))])
 
 
 class LossError(SettingsError):
