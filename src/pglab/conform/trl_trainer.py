@@ -147,31 +147,74 @@ def prompt_text(ids: list[int]) -> str:
     return " ".join(f"t{i}" for i in ids)
 
 
-def rollout(batch: Batch, generations: list[list[int]]):
-    """TRL's rollout_func: each prompt's k-th copy in the global generation batch gets the prompt's k-th completion.
+def global_rows(batch: Batch, prompts: list[int], trainer, generations: list[list[int]]) -> list[int]:
+    """This process's rows for its ``prompts`` (prompt indices): each prompt's k-th copy in the global generation
+    batch gets the prompt's k-th completion.
 
     Copies are numbered over all processes (the prompts are gathered in rank order, as TRL gathers rewards);
     each call appends the generation's global rows to ``generations``.
     """
     from accelerate.utils import gather_object
 
+    seen: dict[int, int] = {}
+    rows = []
+    for p in gather_object(list(prompts)):
+        rows.append(p * batch.group_size + seen.get(p, 0))
+        seen[p] = seen.get(p, 0) + 1
+    generations.append(rows)
+    start = trainer.accelerator.process_index * len(prompts)
+    return rows[start:start + len(prompts)]
+
+
+def rollout(batch: Batch, generations: list[list[int]]):
+    """TRL's rollout_func (the seam of releases whose GRPOTrainer takes one): the completions by global_rows."""
     index = {prompt_text(ids): p for p, ids in enumerate(batch.prompt_ids.tolist())}
 
     def rollout_func(prompts: list[str], trainer) -> dict[str, Any]:
-        everyone = gather_object(list(prompts))
-        seen: dict[int, int] = {}
-        rows = []
-        for text in everyone:
-            p = index[text]
-            rows.append(p * batch.group_size + seen.get(p, 0))
-            seen[p] = seen.get(p, 0) + 1
-        generations.append(rows)
-        start = trainer.accelerator.process_index * len(prompts)
-        mine = rows[start:start + len(prompts)]
+        mine = global_rows(batch, [index[text] for text in prompts], trainer, generations)
         return {"prompt_ids": [batch.prompt_ids[r // batch.group_size].tolist() for r in mine],
-                "completion_ids": [batch.completion_ids[r].tolist() for r in mine], "logprobs": None, "row": mine}
+                "completion_ids": [batch.completion_ids[r].tolist() for r in mine], "logprobs": None}
 
     return rollout_func
+
+
+def generation_override(trainer_class: type, batch: Batch, generations: list[list[int]]) -> type:
+    """``trainer_class`` with ``_generate_single_turn`` returning the batch's completions (by global_rows): the
+    seam of releases whose GRPOTrainer takes no rollout_func.
+
+    The method's signature and result differ between releases; what they share is read from the call: the first
+    argument is the prompts (text, then the result starts with their token ids, or token ids, then the result
+    starts with the completions). The model still generates (COMPLETION_TOKENS tokens, so that its positions
+    fit the tiny model's), and its completions are replaced; token log-probs from a generation server would not match them, so they are refused.
+    """
+    by_text = {prompt_text(ids): p for p, ids in enumerate(batch.prompt_ids.tolist())}
+    by_ids = {tuple(ids): p for p, ids in enumerate(batch.prompt_ids.tolist())}
+
+    class FixedCompletions(trainer_class):
+        def _generate_single_turn(self, prompts, *args, **kwargs):
+            self.generation_config.max_new_tokens = COMPLETION_TOKENS
+            result = list(super()._generate_single_turn(prompts, *args, **kwargs))
+            text = isinstance(prompts[0], str)
+            mine = global_rows(batch, [by_text[p] if text else by_ids[tuple(p)] for p in prompts], self, generations)
+            at = 1 if text else 0
+            if result[at + 1] is not None:
+                raise ValueError("the trainer returned generation log-probs (use_vllm?): set use_vllm false")
+            result[at] = [batch.completion_ids[r].tolist() for r in mine]
+            return tuple(result)
+
+    return FixedCompletions
+
+
+def completion_seam(trainer_class: type) -> str:
+    """'rollout_func' when the trainer takes one, else 'generate' when it has ``_generate_single_turn``."""
+    import inspect
+
+    if "rollout_func" in inspect.signature(trainer_class.__init__).parameters:
+        return "rollout_func"
+    if hasattr(trainer_class, "_generate_single_turn"):
+        return "generate"
+    raise ValueError(f"{trainer_class.__qualname__} takes no rollout_func and has no _generate_single_turn: no "
+                     "seam fixes its completions; install a TRL release that has one (0.24 or later)")
 
 
 def measured_fields(config, setting: Setting, output_dir: str, group_size: int) -> dict[str, Any]:
@@ -209,10 +252,15 @@ def run_trainer(config, batch: Batch, folder: Path, trainer_class: type) -> dict
     generations: list[list[int]] = []
     grads: list[dict[str, torch.Tensor]] = []
     prompts = [prompt_text(ids) for ids in batch.prompt_ids.tolist()]
-    trainer = recording(trainer_class)(
-        model=str(folder), reward_funcs=lambda completions, row, **kw: [float(batch.rewards[r]) for r in row],
-        args=config, train_dataset=Dataset.from_dict({"prompt": prompts}),
-        processing_class=AutoTokenizer.from_pretrained(folder), rollout_func=rollout(batch, generations))
+    rows = batch.row_of()
+    seam = completion_seam(trainer_class)
+    fixed = {"rollout_func": rollout(batch, generations)} if seam == "rollout_func" else {}
+    cls = trainer_class if fixed else generation_override(trainer_class, batch, generations)
+    trainer = recording(cls)(
+        model=str(folder), args=config, train_dataset=Dataset.from_dict({"prompt": prompts}),
+        reward_funcs=lambda completions, completion_ids, **kw: [float(batch.rewards[rows[tuple(c)]])
+                                                                for c in completion_ids],
+        processing_class=AutoTokenizer.from_pretrained(folder), **fixed)
     trainer.micro_batches = []
 
     class Capture(TrainerCallback):
@@ -224,7 +272,9 @@ def run_trainer(config, batch: Batch, folder: Path, trainer_class: type) -> dict
     trainer.add_callback(Capture())
     trainer.remove_callback(PrinterCallback)
     trainer.train()
-    rows = batch.row_of()
+    if not generations:
+        raise ValueError(f"{trainer_class.__qualname__} never called its {seam} seam (a release that calls "
+                         "rollout_func only with vLLM?): its completions are not the enumerable batch")
     steps: list[list[int]] = [[] for _ in grads]
     for step, completions in trainer.micro_batches:
         steps[step].extend(rows[tuple(ids)] for ids in completions)
