@@ -188,9 +188,9 @@ def run(config: Config, result: Result) -> None:
                        low=3 * steps_se, tolerance=f"3 se of a zero correlation over {config.steps} steps "
                                                    f"(se = 1/sqrt(steps) = {steps_se:.3f}); {spread('reward_vs_step')}",
                        full_size=True)
-    # The loss's size and sign are not compared with the book's: ours is about twice its rms and negative at most
-    # steps, because failures carry larger summed log-probabilities than successes (docs/agent.md); what the book
-    # teaches, that the loss does not track the reward, is.
+    # The loss's size and sign are not compared with the book's: its rms is larger (docs/agent.md quotes both) and
+    # it is negative at most steps, because failures carry larger summed log-probabilities than successes; what the
+    # book teaches, that the loss does not track the reward, is.
     if "loss_per_reward_change" in per_seed[0]:
         book = float(loss_per_reward(list(BOOK_LOSS), list(BOOK_REWARD)))
         check_one_more(result, f"the loss does not follow the reward: its net change per unit of the reward's (steps "
