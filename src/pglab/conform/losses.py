@@ -91,17 +91,44 @@ def trl_trainer(trainer_class, args, logp: torch.Tensor, group_size: int):
         reward_weights=torch.ones(1), reward_clip_range=getattr(args, "reward_clip_range", None),
         _metrics={"train": defaultdict(list), "eval": defaultdict(list)}, _entropy_bonus_enabled=False,
         aux_loss_enabled=False)
-    trainer._get_per_token_logps_and_entropies = lambda *a, **k: (logp, torch.zeros_like(logp), None)
+    extra = (None,) * (logps_outputs(trainer_class._compute_loss) - 2)
+    trainer._get_per_token_logps_and_entropies = lambda *a, **k: (logp, torch.zeros_like(logp), *extra)
     return trainer
+
+
+@lru_cache(maxsize=16)
+def logps_outputs(compute_loss) -> int:
+    """How many values ``compute_loss`` unpacks from _get_per_token_logps_and_entropies (3 in TRL 1.x, 2 before)."""
+    source = inspect.getsource(compute_loss)
+    call = source.index("= self._get_per_token_logps_and_entropies(")
+    target = source[source.rindex("\n", 0, call) + 1:call]
+    return target.count(",") + 1
+
+
+ADVANTAGE_STARTS = ("unscorable_mask = torch.isnan(rewards_per_func)",
+                    "num_generations = self.num_generations if mode")
+"""The first line of the advantage block in _generate_and_score_completions: TRL 1.6 on (after the unscorable
+rows' comment), then older releases (from the group size)."""
+
+
+@lru_cache(maxsize=16)
+def advantage_start(function) -> str:
+    """The first of ADVANTAGE_STARTS in ``function``'s source."""
+    source = inspect.getsource(function)
+    found = [start for start in ADVANTAGE_STARTS if start in source]
+    if not found:
+        raise ValueError(f"{function.__qualname__} has none of {ADVANTAGE_STARTS}: this TRL's advantage block is "
+                         "not recognised; use TRL 0.29 or later")
+    return found[0]
 
 
 def trl_advantages(trl, trainer, rewards, old, ref_logp, mask) -> torch.Tensor:
     """The advantage block of the trainer's _generate_and_score_completions, run from its source: [B]."""
     scope = {"self": trainer, "torch": torch, "nanstd": trl.utils.nanstd, "gather": lambda x: x, "device": "cpu",
              "rewards_per_func": rewards[:, None].clone(), "num_generations": trainer.num_generations,
-             "old_per_token_logps": old, "ref_per_token_logps": ref_logp, "completion_mask": mask}
-    run_block(type(trainer)._generate_and_score_completions, "unscorable_mask = torch.isnan(rewards_per_func)",
-              "# Slice to keep only the local part of the data", scope)
+             "old_per_token_logps": old, "ref_per_token_logps": ref_logp, "completion_mask": mask, "mode": "train"}
+    function = type(trainer)._generate_and_score_completions
+    run_block(function, advantage_start(function), "# Slice to keep only the local part of the data", scope)
     return scope["advantages"]
 
 
@@ -282,10 +309,13 @@ def trl_documented(args, trainer: str) -> tuple[Any, list[str]]:
         return None, unmodelled
     return TrlConfig(args.loss_type, use_bias_correction_kl=args.use_bias_correction_kl,
                      importance_sampling_level=args.importance_sampling_level, vllm_mode=vllm,
-                     vllm_clip_max=args.vllm_importance_sampling_clip_max, epsilon=args.epsilon,
-                     epsilon_high=args.epsilon_high,
+                     vllm_clip_max=getattr(args, "vllm_importance_sampling_clip_max",  # older: "cap"
+                                           getattr(args, "vllm_importance_sampling_cap", TrlConfig.vllm_clip_max)),
+                     epsilon=args.epsilon, epsilon_high=args.epsilon_high,
                      sapo_temperatures=(args.sapo_temperature_pos, args.sapo_temperature_neg),
-                     vespo=(args.vespo_k_pos, args.vespo_lambda_pos, args.vespo_k_neg, args.vespo_lambda_neg)), []
+                     vespo=tuple(getattr(args, f"vespo_{name}", default)  # vespo fields: since TRL 1.0
+                                 for name, default in zip(("k_pos", "lambda_pos", "k_neg", "lambda_neg"),
+                                                          TrlConfig.vespo))), []
 
 
 def verl_documented(verl, tree: dict) -> tuple[Any, list[str]]:
