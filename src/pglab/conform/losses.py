@@ -91,18 +91,16 @@ def trl_trainer(trainer_class, args, logp: torch.Tensor, group_size: int):
         reward_weights=torch.ones(1), reward_clip_range=getattr(args, "reward_clip_range", None),
         _metrics={"train": defaultdict(list), "eval": defaultdict(list)}, _entropy_bonus_enabled=False,
         aux_loss_enabled=False)
-    extra = (None,) * (logps_outputs(trainer_class._compute_loss) - 2)
+    extra = (None,) * (logps_outputs(trainer_class._get_per_token_logps_and_entropies) - 2)
     trainer._get_per_token_logps_and_entropies = lambda *a, **k: (logp, torch.zeros_like(logp), *extra)
     return trainer
 
 
 @lru_cache(maxsize=16)
-def logps_outputs(compute_loss) -> int:
-    """How many values ``compute_loss`` unpacks from _get_per_token_logps_and_entropies (3 in TRL 1.x, 2 before)."""
-    source = inspect.getsource(compute_loss)
-    call = source.index("= self._get_per_token_logps_and_entropies(")
-    target = source[source.rindex("\n", 0, call) + 1:call]
-    return target.count(",") + 1
+def logps_outputs(method) -> int:
+    """How many values ``method`` (_get_per_token_logps_and_entropies) returns: 3 in recent TRL, 2 in 1.0."""
+    returns = [line.strip() for line in inspect.getsource(method).splitlines() if line.strip().startswith("return ")]
+    return returns[-1].count(",") + 1
 
 
 ADVANTAGE_STARTS = ("unscorable_mask = torch.isnan(rewards_per_func)",
