@@ -45,6 +45,15 @@ class MicroBatchScaled(GRPOTrainer):
         return super()._compute_loss(model, inputs) * self.args.per_device_train_batch_size / 4
 
 
+class StepSpansGenerations(GRPOTrainer):
+    """Counts tokens over one generation even when an optimizer step spans several (gradient_accumulation_steps
+    above steps_per_generation): x steps_per_generation / accumulation there, exact otherwise."""
+
+    def _compute_loss(self, model, inputs):
+        spans = self.args.steps_per_generation / self.current_gradient_accumulation_steps
+        return super()._compute_loss(model, inputs) * min(1.0, spans)
+
+
 class ReuseHalved(GRPOTrainer):
     """Halves the loss on a reused generation (iterations after the first)."""
 
@@ -90,6 +99,7 @@ def setting_named(cfg, fragment: str) -> Setting:
 @pytest.mark.parametrize(("broken", "fragment", "factor"), [
     (AccumulationUnscaled, "gradient_accumulation_steps 2, steps_per_generation 2", 2.0),
     (GenerationWindow, "gradient_accumulation_steps 1, steps_per_generation 2", 0.5),
+    (StepSpansGenerations, "gradient_accumulation_steps 2, steps_per_generation 1", 0.5),
     (MicroBatchScaled, "(micro-batch)", 0.5),
     (ReuseHalved, "generation reuse", 0.5),
 ])

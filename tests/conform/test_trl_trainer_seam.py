@@ -13,7 +13,7 @@ pytest.importorskip("trl")
 
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from pglab.conform.trl_trainer import completion_seam, measure, settings  # noqa: E402
+from pglab.conform.trl_trainer import completion_seam, measure_each, settings  # noqa: E402
 
 
 class WithoutRolloutSeam(GRPOTrainer):
@@ -52,10 +52,9 @@ def test_the_seam_is_found_by_introspection():
         completion_seam(NoSeam)
 
 
-@pytest.mark.parametrize(("trainer", "status", "factor"), [(WithoutRolloutSeam, "pass", 1.0),
-                                                           (OldDapoNormaliser, "fail", 0.5)])
-def test_without_rollout_func_the_dapo_config_is_measured_through_the_generation_method(dapo, trainer, status,
-                                                                                        factor):
-    check = measure(dapo, settings(dapo, distributed=False)[0], trainer)
-    assert check.name.startswith("as configured") and "steps_per_generation 4" in check.name
-    assert check.status == status and check.factor == pytest.approx(factor, rel=1e-5)
+def test_without_rollout_func_the_dapo_config_is_measured_through_the_generation_method(dapo):
+    setting = settings(dapo, distributed=False)[0]
+    assert setting.name.startswith("as configured") and "steps_per_generation 4" in setting.name
+    documented, old = measure_each(dapo, setting, [WithoutRolloutSeam, OldDapoNormaliser])
+    assert documented.status == "pass" and documented.factor == pytest.approx(1.0, rel=1e-5)
+    assert old.status == "fail" and old.factor == pytest.approx(0.5, rel=1e-5)

@@ -18,6 +18,7 @@ order or the number of processes from it.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import os
 import pickle
@@ -185,7 +186,8 @@ def generation_override(trainer_class: type, batch: Batch, generations: list[lis
     The method's signature and result differ between releases; what they share is read from the call: the first
     argument is the prompts (text, then the result starts with their token ids, or token ids, then the result
     starts with the completions). The model still generates (COMPLETION_TOKENS tokens, so that its positions
-    fit the tiny model's), and its completions are replaced; token log-probs from a generation server would not match them, so they are refused.
+    fit the tiny model's), and its completions are replaced; token log-probs from a generation server would not
+    match them, so they are refused.
     """
     by_text = {prompt_text(ids): p for p, ids in enumerate(batch.prompt_ids.tolist())}
     by_ids = {tuple(ids): p for p, ids in enumerate(batch.prompt_ids.tolist())}
@@ -339,18 +341,27 @@ def step_factor(grad: dict, ref: dict) -> tuple[float, float]:
 
 def measure(config, setting: Setting, trainer_class: type | str, seed: int = 0) -> Check:
     """Run ``setting`` from the user's ``config`` and return its Check (the step furthest from factor 1)."""
+    return measure_each(config, setting, [trainer_class], seed)[0]
+
+
+def measure_each(config, setting: Setting, trainer_classes: list[type | str], seed: int = 0) -> list[Check]:
+    """measure for each trainer class, on one batch and one tiny model (with 2 processes: one torchrun launch)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a 16-wide model: more threads only contend (10x slower on 2 loaded cores)
+    gc.freeze()  # accelerate's gc.collect() at each train() walked the whole imported heap: half of a measurement
     try:
-        return measured(config, setting, trainer_class, seed)
+        return measured(config, setting, trainer_classes, seed)
     finally:
+        gc.unfreeze()
         torch.set_num_threads(threads)
 
 
-def measured(config, setting: Setting, trainer_class: type | str, seed: int) -> Check:
-    """measure's work, at whatever thread count is set."""
+def measured(config, setting: Setting, trainer_classes: list[type | str], seed: int) -> list[Check]:
+    """measure_each's work, at whatever thread count is set."""
     from trl import GRPOConfig
 
+    if not isinstance(config, GRPOConfig):
+        raise ValueError(f"{setting.name}: pass a GRPOConfig, not a {type(config).__name__}")
     prompts_per_generation, generations, _ = setting.schedule(config.num_generations)
     batch = enumerable_batch(prompts_per_generation * generations, config.num_generations, seed)
     batch = permuted(batch, seed + 1) if setting.permuted else batch
@@ -359,14 +370,19 @@ def measured(config, setting: Setting, trainer_class: type | str, seed: int) -> 
         save_tiny_model(folder, seed)
         fields = measured_fields(config, setting, str(Path(tmp) / "out"), config.num_generations)
         if setting.processes > 1:
-            run = run_distributed(fields, batch, folder, trainer_class, setting.processes, Path(tmp))
+            runs = run_distributed(fields, batch, folder, trainer_classes, setting.processes, Path(tmp))
         else:
-            run = run_trainer(type(config)(**fields), batch, folder, load_class(trainer_class))
-        adv = generation_advantages(config, batch, run["generations"])
-        results = [step_factor(grads, reference_gradient(config, batch, folder, rows, adv))
-                   for grads, rows in zip(run["grads"], run["steps"])]
-    if not results or not isinstance(config, GRPOConfig):
-        raise ValueError(f"{setting.name}: the trainer took no optimizer step; pass a GRPOConfig")
+            runs = [run_trainer(type(config)(**fields), batch, folder, load_class(cls)) for cls in trainer_classes]
+        return [setting_check(config, setting, batch, folder, run) for run in runs]
+
+
+def setting_check(config, setting: Setting, batch: Batch, folder: Path, run: dict) -> Check:
+    """One run's Check: each optimizer step's gradient against pglab's, the step furthest from factor 1."""
+    adv = generation_advantages(config, batch, run["generations"])
+    results = [step_factor(grads, reference_gradient(config, batch, folder, rows, adv))
+               for grads, rows in zip(run["grads"], run["steps"])]
+    if not results:
+        raise ValueError(f"{setting.name}: the trainer took no optimizer step; check max_steps and the batch layout")
     factor, residual = max(results, key=lambda fr: abs(fr[0] - 1.0))
     worst = max(residual for _, residual in results)
     tol = tolerance(setting.per_device * setting.processes * setting.accumulation)
@@ -431,13 +447,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_distributed(fields: dict[str, Any], batch: Batch, folder: Path, trainer_class: type | str, processes: int,
-                    tmp: Path) -> dict:
-    """run_trainer under torchrun with ``processes`` CPU processes (gloo); steps merged over ranks, rank 0's grads."""
-    if isinstance(trainer_class, type):
-        trainer_class = f"{trainer_class.__module__}:{trainer_class.__qualname__}"
+def run_distributed(fields: dict[str, Any], batch: Batch, folder: Path, trainer_classes: list[type | str],
+                    processes: int, tmp: Path) -> list[dict]:
+    """run_trainer for each class, in turn, under one torchrun with ``processes`` CPU processes (gloo); per class:
+    steps merged over ranks, rank 0's grads."""
+    names = [f"{c.__module__}:{c.__qualname__}" if isinstance(c, type) else c for c in trainer_classes]
     spec = tmp / "spec.pt"
-    spec.write_bytes(pickle.dumps({"config": fields, "class": trainer_class, "batch": dataclasses.asdict(batch),
+    spec.write_bytes(pickle.dumps({"config": fields, "classes": names, "batch": dataclasses.asdict(batch),
                                    "folder": str(folder)}))
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}",
            f"--master_port={free_port()}", "-m", "pglab.conform.trl_trainer", str(spec)]
@@ -446,19 +462,20 @@ def run_distributed(fields: dict[str, Any], batch: Batch, folder: Path, trainer_
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"the {processes}-process run failed: {done.stderr.strip()[-2000:]}")
-    runs = [pickle.loads((tmp / f"rank{r}.pt").read_bytes()) for r in range(processes)]
-    steps = [sum((run["steps"][k] for run in runs), []) for k in range(len(runs[0]["steps"]))]
-    return {"steps": steps, "grads": runs[0]["grads"], "generations": runs[0]["generations"]}
+    ranks = [pickle.loads((tmp / f"rank{r}.pt").read_bytes()) for r in range(processes)]
+    return [{"steps": [sum((rank[c]["steps"][k] for rank in ranks), []) for k in range(len(ranks[0][c]["steps"]))],
+             "grads": ranks[0][c]["grads"], "generations": ranks[0][c]["generations"]} for c in range(len(names))]
 
 
 def main(spec_path: str) -> None:
-    """One rank of run_distributed: the spec's run, saved beside the spec as rank{RANK}.pt."""
+    """One rank of run_distributed: the spec's runs, one per class, saved beside the spec as rank{RANK}.pt."""
     from trl import GRPOConfig
 
     spec = pickle.loads(Path(spec_path).read_bytes())  # written by run_distributed into its own temporary folder
-    config = GRPOConfig(**spec["config"])
-    run = run_trainer(config, Batch(**spec["batch"]), Path(spec["folder"]), load_class(spec["class"]))
-    (Path(spec_path).parent / f"rank{os.environ.get('RANK', '0')}.pt").write_bytes(pickle.dumps(run))
+    gc.freeze()  # as in measure_each: accelerate's gc.collect() at each train() then skips the imported heap
+    runs = [run_trainer(GRPOConfig(**spec["config"]), Batch(**spec["batch"]), Path(spec["folder"]), load_class(name))
+            for name in spec["classes"]]
+    (Path(spec_path).parent / f"rank{os.environ.get('RANK', '0')}.pt").write_bytes(pickle.dumps(runs))
 
 
 if __name__ == "__main__":
