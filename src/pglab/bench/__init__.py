@@ -20,6 +20,8 @@ BENCHMARKS: dict[str, str] = {
     "bugfix": "BugFixEnv steps/s warm and cold, and programs graded per second by isolation layer",
     "agent": "TinyAgent episodes with the KV cache vs recomputing every prefix at batch 64; pglab demo wall time",
     "lm-vs-trl": "train-lm vs TRL GRPOTrainer, paired steps at two sizes, and the GEMM-only bound (pglab[bench])",
+    "agent-vs-trl": "train-agent (--env trl:) vs TRL GRPOTrainer with environment_factory on one tool-use "
+                    "environment, paired steps: episodes and tokens per second (pglab[bench])",
     "audit": "pglab audit at the CLI defaults and off-policy (stale:2) against the on-policy audit, in-process and "
              "as a command",
     "conform": "pglab conform trl on the default GRPOConfig: each phase in-process, and the command against "
