@@ -61,9 +61,12 @@ ENV = "trl:pglab.bench.agent_vs_trl:VaultEnv"
 """The ``--env`` of the pglab side."""
 TAGS = ("<call>", "</call>", "<obs>", "</obs>")
 """Tokens of their own in the agent's vocabulary (``</call>`` ends TRL's generation of a turn)."""
-LEARNING_RATE = 1e-3
-MAX_COMPLETION_TOKENS = 160
-"""TRL's budget of one episode's completion (calls and observations); train-agent caps each call at 24 tokens."""
+LEARNING_RATE = 2e-4
+"""Both sides' Adam step: small enough that the policy stays near the cloned one over the race, so both sides keep
+playing three-turn episodes (at 1e-3 it drifted to long rambling turns within a few steps)."""
+MAX_COMPLETION_TOKENS = 256
+"""TRL's budget of one turn and of one episode's completion (calls and observations): a three-turn episode takes
+about 30, and train-agent's caps are 24 tokens a call and 16 calls (TRL's: max_tool_calling_iterations 15)."""
 
 CHAT_TEMPLATE = (
     "{%- for m in messages -%}"
@@ -131,7 +134,7 @@ class Settings:
     """Episodes per step (TRL's per_device_train_batch_size; train-agent's --episodes-per-step)."""
     group: int = 4
     """Episodes per task (TRL's num_generations; train-agent's --group-size)."""
-    rounds: int = 20
+    rounds: int = 40
     """Alternating rounds (one step of each side) timed after the warm-up."""
     warmup: int = 2
     """Rounds run first and dropped from the medians."""
@@ -183,7 +186,7 @@ def build_agent(folder: Path, seed: int, episodes: int, steps: int) -> dict[str,
     eos = tokenizer.eos_token
     data = collate([encode_text_episode(layout, p, [*calls, eos], [*obs, ""]) for p, calls, obs in played],
                    [0.0] * episodes, tokenizer.eos_token_id)
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=64, n_layer=2, n_head=4, resid_pdrop=0.0,
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=1024, n_embd=64, n_layer=2, n_head=4, resid_pdrop=0.0,
                         embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=tokenizer.eos_token_id,
                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id)
     with torch.random.fork_rng(devices=[]), single_torch_thread():
