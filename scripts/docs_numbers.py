@@ -33,7 +33,7 @@ EXPERIMENTS = ("tinyagent-reinforce", "tinyagent-masking", "tinyagent-baselines"
                "frozenlake-race")
 """The experiments the docs quote, run at full size with their default seeds (about 25 minutes on 2 idle cores)."""
 COMMITTED = ("bench-lm-vs-trl-run1", "bench-lm-vs-trl-run2", "bench-lm-vs-trl-run3", "bench-lm-vs-trl-malloc",
-             "bench-bugfix", "bench-bugfix-8f28683", "bench-bandit", "bench-tabular")
+             "bench-bugfix", "bench-bugfix-8f28683", "bench-bandit", "bench-tabular", "bench-agent-vs-trl")
 """Results the docs quote from their committed folder, docs/results/NAME/result.json (benchmarks: rerun by hand on an
 idle machine, never by this script)."""
 MARK = re.compile(r"(?<![\w.>])(?P<number>[-+]?\d[\d,]*(?:\.\d+)?)(?P<percent>%?)<!-- n (?P<key>[^>]+?) -->")
