@@ -76,8 +76,8 @@ COUNTER = textwrap.dedent('''
 @pytest.fixture
 def counter(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "counter_env.py").write_text(COUNTER)
-    return "trl:counter_env:CounterEnv"
+    (tmp_path / "trl_counter_env.py").write_text(COUNTER)
+    return "trl:trl_counter_env:CounterEnv"
 
 
 def test_tools_are_the_public_methods_as_trl_lists_them(counter):
@@ -140,9 +140,9 @@ def test_the_reward_is_trls_read_after_every_turn_and_summed_to_its_last_value(c
 
 def test_an_environment_that_breaks_the_contract_is_refused_in_one_line(counter):
     with pytest.raises(SettingsError, match="has no get_reward"):
-        env_factory("trl:counter_env:NoReward")
-    with pytest.raises(SettingsError, match="cannot import Nothing from counter_env"):
-        env_factory("trl:counter_env:Nothing")
+        env_factory("trl:trl_counter_env:NoReward")
+    with pytest.raises(SettingsError, match="cannot import Nothing from trl_counter_env"):
+        env_factory("trl:trl_counter_env:Nothing")
     env = env_factory(counter)("train")
     env.reset(0)
     env.env.reward = "high"
