@@ -60,3 +60,20 @@ def test_one_episode_stats_for_bugfix_and_other_episodes(cloned_agent, tok):
     stats = episode_stats(other, call_stops=True)
     assert list(stats) == ["reward", "turns", "closed_calls", "capped_calls", "eos_ends", "action_tokens"]
     assert stats["turns"] == 2 and stats["eos_ends"] == 0 and stats["closed_calls"] + stats["capped_calls"] == 1
+
+
+class Verbose(Counting):
+    """Answers every call with more words than the policy's context holds."""
+
+    def step(self, text):
+        return " ".join(["read"] * 400), 0.0, False, {}
+
+
+def test_an_answer_longer_than_the_context_ends_the_episode_within_it(cloned_agent, tok):
+    policy = TinyAgentPolicy(cloned_agent)
+    layout = WordLayout(tok, max_call_tokens=4, max_obs_tokens=1000)
+    batch = collect_episodes(policy, layout, [Verbose(0) for _ in range(2)], [0, 1], torch.Generator().manual_seed(0))
+    assert [log.end for log in batch.info] == ["length", "length"]
+    assert batch.ids.shape[1] == policy.max_length
+    assert all(ids[-1] == batch.ids[b, end] for b, log in enumerate(batch.info)
+               for ids, end in zip(log.call_ids, log.call_ends))

@@ -163,6 +163,11 @@ class _Playing:
         self.owner += [owner] * len(ids)
         self.logp += logp if logp is not None else [0.0] * len(ids)
 
+    def cut(self, length: int) -> None:
+        """Keep the first ``length`` ids: a long answer can overrun the policy's context, and only its tail goes
+        (each call was sampled where it fitted)."""
+        del self.ids[length:], self.owner[length:], self.logp[length:]
+
 
 def collate(sequences: Sequence[tuple[list[int], list[int]]], rewards: Sequence[float], pad_id: int, *,
             group: Sequence[int] | None = None, logp: Sequence[list[float]] | None = None,
@@ -273,6 +278,7 @@ def collect_episodes(policy: TokenPolicy | torch.nn.Module, layout: Layout, envs
         for e in going_on:
             if policy.max_length is not None and len(episodes[e].ids) + layout.max_call_tokens > policy.max_length:
                 episodes[e].log.end = "length"
+                episodes[e].cut(policy.max_length)
         alive = [e for e in going_on if episodes[e].log.end is None]
         prefixes.keep(alive)
         if alive:      # each row's call's last token is not in the cache yet: feed it with the answer
