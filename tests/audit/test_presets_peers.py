@@ -36,6 +36,7 @@ from pglab.audit.peers.openrlhf import CORRECTIONS, ESTIMATORS
 from pglab.audit.peers.trl import VLLM_MODES, trl_grpo_loss
 from pglab.audit.peers.verl import covariance
 from pglab.audit.presets import OPENRLHF_GRPO, PRESETS, VERL_CORRECTIONS, get_preset
+from pglab.conform.losses import OneProcess
 from pglab.estimators import geometric_mask, gspo, kl_estimate, masked_is, ppo_clip, truncated_is
 from support import peers
 
@@ -94,21 +95,6 @@ def trl():
     return found
 
 
-class Accelerator:
-    """What _compute_loss asks of accelerate on one process."""
-    num_processes = 1
-
-    @staticmethod
-    def gather(x):
-        return x
-
-    @staticmethod
-    def reduce(x, reduction="sum"):
-        return x
-
-    gather_for_metrics = gather
-
-
 def trl_defaults(config_class, **overrides):
     fields = {f.name: f.default for f in dataclasses.fields(config_class)}
     return types.SimpleNamespace(**(fields | overrides))
@@ -128,7 +114,7 @@ def trl_trainer(trainer_class, args, logp):
         vllm_importance_sampling_clip_max=getattr(args, "vllm_importance_sampling_clip_max", None),
         vllm_importance_sampling_clip_min=getattr(args, "vllm_importance_sampling_clip_min", None),
         max_completion_length=T, model=types.SimpleNamespace(training=True), current_gradient_accumulation_steps=1,
-        accelerator=Accelerator(), _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
+        accelerator=OneProcess(), _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
         _entropy_bonus_enabled=False, aux_loss_enabled=False)
     trainer._get_per_token_logps_and_entropies = lambda *a, **k: (logp, torch.zeros_like(logp), None)
     return trainer

@@ -377,7 +377,7 @@ def side_rows(rounds: list[dict[str, dict]]) -> tuple[list[dict], list[dict]]:
 
 def run(quick: bool = False) -> Result:
     """The paired race at the full or quick sizes -> throughput, the ratio pglab / TRL, where the time goes."""
-    from pglab.bench.lm_vs_trl import quartiles
+    from pglab.bench.lm_vs_trl import quartiles, trl_missing
 
     settings = QUICK if quick else Settings()
     result = Result("bench-agent-vs-trl", {**dataclasses.asdict(settings), "env": ENV, "threads": 1,
@@ -385,13 +385,9 @@ def run(quick: bool = False) -> Result:
                     summary=("pglab train-agent (through --env trl:) against TRL's GRPOTrainer with "
                              "environment_factory on one three-turn tool-use environment, the same tiny agent, "
                              "alternating step by step on the CPU; episodes and sampled tokens per second."))
-    try:
-        import trl
-    except ImportError:
-        result.summary += " TRL is not installed (pip install 'pglab[bench]'), so there is no ratio."
-        result.check("TRL is installed for the comparison", 0.0, False, "trl importable",
-                     "the ratio needs both sides measured in the same run")
+    if trl_missing(result):
         return result
+    import trl
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "agent"
         result.tables["agent"] = [build_agent(folder, settings.seed, settings.clone_episodes, settings.clone_steps)]

@@ -31,6 +31,7 @@ benchmark says so and records a failed claim instead of a ratio.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import statistics
 import tempfile
 import time
@@ -257,6 +258,16 @@ def paired_steps(folder: Path, size: Size, steps: int, out: Path) -> tuple[list[
     return theirs, ours, gemm, session, replay.count
 
 
+def trl_missing(result: Result) -> bool:
+    """True, with a failed check and a line in the summary, when TRL cannot be imported (no ratio without it)."""
+    if importlib.util.find_spec("trl") is not None:
+        return False
+    result.summary += " TRL is not installed (pip install 'pglab[bench]'), so there is no ratio."
+    result.check("TRL is installed for the comparison", 0.0, False, "trl importable",
+                 "the ratio needs both sides measured in the same run")
+    return True
+
+
 def quartiles(xs: list[float]) -> tuple[float, float, float]:
     q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3
     return q[0], statistics.median(xs), q[2]
@@ -275,13 +286,9 @@ def run(quick: bool = False, size: str = "both") -> Result:
                     summary=("One RL step (sample replies, reward, reference pass, loss, Adam) of pglab train-lm and "
                              "of TRL's GRPOTrainer (gradient checkpointing off, the same tanh GELU) on the same "
                              "random GPT-2, alternating step by step, and pglab's step against its GEMM-only time."))
-    try:
-        import trl
-    except ImportError:
-        result.summary += " TRL is not installed (pip install 'pglab[bench]'), so there is no ratio."
-        result.check("TRL is installed for the comparison", 0.0, False, "trl importable",
-                     "the ratio needs both sides measured in the same run")
+    if trl_missing(result):
         return result
+    import trl
     rows: list[dict] = []
     speed: list[dict] = []
     for name in names:
