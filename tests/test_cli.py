@@ -290,7 +290,7 @@ def test_a_quick_run_is_a_smoke_run(tmp_path, capsys, monkeypatch):
     assert [c["passed"] for c in payload["checks"]] == [True, None] and payload["passed"] and payload["quick"]
     status = "1 claim(s) hold, 1 not evaluated (quick run: they need the full size)"
     assert f"## Claims ({status})" in (tmp_path / "q" / "report.md").read_text()
-    assert "| 2 | >= 50 | 50 steps | not evaluated |" in (tmp_path / "q" / "report.md").read_text()
+    assert "| 2 | >= 50 | 50 steps | exact | not evaluated |" in (tmp_path / "q" / "report.md").read_text()
     assert f"Claims ({status})</h2>" in (tmp_path / "q" / "report.html").read_text()
     assert "<td class=\"unjudged\">not evaluated</td>" in (tmp_path / "q" / "report.html").read_text()
     assert main(["reproduce", "smoke", "--set", "steps=20", "--out", str(tmp_path / "full")]) == 1

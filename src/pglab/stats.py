@@ -307,6 +307,14 @@ def _t_quantile_large_df(z: float, df: int) -> float:
     return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
 
 
+def t_upper_tail(t: float, df: int) -> float:
+    """P(T >= t) for Student's t with integer ``df`` >= 1, from the exact finite series of :func:`t_quantile`."""
+    if int(df) != df or df < 1:
+        raise ValueError(f"t_upper_tail needs an integer df >= 1, got {df}")
+    one_side = (1.0 - _t_central_mass(math.atan(abs(t) / math.sqrt(df)), int(df))) / 2
+    return one_side if t >= 0 else 1.0 - one_side
+
+
 @functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: int) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (an integer >= 1): t with P(T <= t) = p.

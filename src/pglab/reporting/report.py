@@ -75,7 +75,7 @@ def _jsonable(value: Any) -> Any:
 
 def _claim_rows(result: Result) -> list[dict[str, Any]]:
     return [{"claim": c.claim, "measured": c.value, "expected": c.expected, "tolerance": c.tolerance,
-             "ok": c.status} for c in result.checks]
+             "p-value": "exact" if c.p_value is None else f"{c.p_value:.2g}", "ok": c.status} for c in result.checks]
 
 
 def _settings_rows(mapping: dict[str, Any], key: str) -> list[dict[str, Any]]:
@@ -90,7 +90,7 @@ def render_markdown(result: Result) -> str:
     if result.warnings:
         parts += ["## Warnings", "", *(f"- {line}" for line in result.warnings), ""]
     if result.checks:
-        parts += [f"## Claims ({result.status})", "", markdown_table(_claim_rows(result)), ""]
+        parts += [f"## Claims ({result.status})", "", result.family_line, "", markdown_table(_claim_rows(result)), ""]
     if result.metrics:
         parts += ["## Metrics", "", markdown_table(_settings_rows(result.metrics, "metric")), ""]
     for name, rows in result.tables.items():
@@ -141,7 +141,8 @@ def render_html(result: Result) -> str:
         parts.append(f"<h2 class='fail-banner'>Warnings</h2><ul>{items}</ul>")
     if result.checks:
         cls = "" if result.passed else " class='fail-banner'"
-        parts.append(f"<h2{cls}>Claims ({html.escape(result.status)})</h2>{html_table(_claim_rows(result))}")
+        parts.append(f"<h2{cls}>Claims ({html.escape(result.status)})</h2><p>{html.escape(result.family_line)}</p>"
+                     f"{html_table(_claim_rows(result))}")
     if result.metrics:
         parts.append(f"<h2>Metrics</h2>{html_table(_settings_rows(result.metrics, 'metric'))}")
     for name, rows in result.tables.items():
@@ -185,6 +186,7 @@ def write_report(result: Result, out_dir: str | Path) -> list[Path]:
             "tables": result.tables,
             "checks": [asdict(c) for c in result.checks],
             "passed": result.passed,
+            "family": result.family,
             "quick": result.quick,
             "warnings": result.warnings,
             "figures": [f"{name}.png" for name in result.figures],
@@ -255,7 +257,7 @@ def print_result(result: Result, folder: Path | None = None, written: list[Path]
             table.caption = f"{len(rows) - max_rows} more rows in the CSV"
         console.print(table)
     if result.checks:
-        table = Table(title="claims", title_justify="left")
+        table = Table(title="claims", title_justify="left", caption=result.family_line, caption_justify="left")
         for c in ("claim", "measured", "expected", "ok"):
             table.add_column(c)
         colour = {"yes": "green", "NO": "red", "not evaluated": "yellow"}
