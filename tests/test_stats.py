@@ -210,11 +210,24 @@ def test_prediction_interval_covers_one_more_draw_95_percent_of_the_time():
 
 
 def test_check_one_more_records_the_book_inside_or_outside_the_interval():
+    assert check_one_more(Result("x", {}), "inside", [1.0, 1.1, 0.9, 1.05], 1.02, log=True)
+    assert not check_one_more(Result("x", {}), "outside", [1.0, 1.1, 0.9, 1.05], 3.0, log=True)
     result = Result("x", {})
-    assert check_one_more(result, "inside", [1.0, 1.1, 0.9, 1.05], 1.02, log=True)
-    assert not check_one_more(result, "outside", [1.0, 1.1, 0.9, 1.05], 2.0, log=True)
     assert check_one_more(result, "widened", [0.0, 0.01, -0.01], 0.5, book_se=0.2)
-    assert "prediction interval" in result.checks[0].tolerance
+    assert "one more of our 3 seeds" in result.checks[0].tolerance and result.checks[0].p_value > 0.01
+
+
+def test_check_one_more_p_value_is_uniform_for_honest_draws():
+    """The book's value drawn from our runs' own distribution: its p-value is uniform, so P(p < 0.05) = 0.05 within
+    4 binomial standard errors over 4,000 draws (the t statistic is exact for normal runs)."""
+    rng = np.random.default_rng(3)
+    draws = rng.normal(size=(4000, 6))
+    small = []
+    for d in draws:
+        result = Result("x", {})
+        check_one_more(result, "c", d[:5], float(d[5]))
+        small.append(result.checks[0].p_value < 0.05)
+    assert abs(np.mean(small) - 0.05) < 4 * math.sqrt(0.05 * 0.95 / 4000)
 
 
 def test_count_tail_p_is_the_binomial_tail_on_the_count_side():

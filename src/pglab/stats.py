@@ -174,21 +174,31 @@ def prediction_half_width(values: np.ndarray, extra_se: float = 0.0) -> float:
 
 def check_one_more(result: Result, claim: str, values: Any, book: float, *, log: bool = False,
                    book_se: float = 0.0, full_size: bool = False) -> bool:
-    """Record the claim that the book's number is a plausible draw from our seeds' ``values`` [n].
+    """Record the statistical claim that the book's number is a plausible draw from our seeds' ``values`` [n].
 
-    The book ran one seed; if its number came from the same distribution as ours, it lies in the
-    95% prediction interval of one more of our runs (``prediction_half_width``), on a log scale
-    for ratios (``log=True``). ``book_se`` is the book's own standard error where it is larger than the noise
-    of each of our runs (the book averaged fewer samples). ``full_size``: see :meth:`Result.check`.
+    The book ran one seed; if its number came from the same distribution as ours, then
+    t = (book - mean) / sqrt(sd^2 (1 + 1/n) + book_se^2) follows Student's t with n - 1 degrees of freedom
+    (on a log scale for ratios, ``log=True``), and the claim's p-value is its two-sided tail; the Result judges
+    it with the experiment's other statistical claims (:meth:`Result.check_p`). ``book_se`` is the book's own
+    standard error where it is larger than the noise of each of our runs (the book averaged fewer samples).
+    The report shows the 95% prediction interval of one more run for orientation. ``full_size``: see
+    :meth:`Result.check`.
     """
     values = np.asarray(values, dtype=float)
+    if len(values) < 2:
+        raise ValueError(f"a prediction interval needs at least 2 values, got {len(values)}; raise --seeds")
     scale = np.log if log else (lambda x: x)
-    centre, half = float(scale(values).mean()), prediction_half_width(scale(values), book_se)
+    scaled = scale(values)
+    centre, half = float(scaled.mean()), prediction_half_width(scaled, book_se)
+    spread = math.sqrt(float(np.var(scaled, ddof=1)) * (1 + 1 / len(values)) + book_se**2)
+    gap = float(scale(book)) - centre
+    p = 1.0 if gap == 0 else 0.0 if spread == 0 else min(1.0, 2 * t_upper_tail(abs(gap) / spread, len(values) - 1))
     low, high = (math.exp(centre - half), math.exp(centre + half)) if log else (centre - half, centre + half)
-    return result.check(claim, book, low <= book <= high, f"in [{low:.4g}, {high:.4g}]",
-                        f"95% prediction interval of one more of our {len(values)} seeds (t sd sqrt(1 + 1/n)"
-                        f"{' of the log' if log else ''}{f', with the book se {book_se:.2g}' if book_se else ''}; "
-                        f"ours range {values.min():.4g}-{values.max():.4g})", full_size=full_size)
+    return result.check_p(claim, book, p, f"one more of our runs (95%: [{low:.4g}, {high:.4g}])",
+                          f"Student's t of the book's value against one more of our {len(values)} seeds "
+                          f"(sd sqrt(1 + 1/n){' of the log' if log else ''}"
+                          f"{f', with the book se {book_se:.2g}' if book_se else ''}; ours range "
+                          f"{values.min():.4g}-{values.max():.4g})", full_size=full_size)
 
 
 def count_tail_p(count: int, n: int, rate: float) -> float:
