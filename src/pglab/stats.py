@@ -154,22 +154,15 @@ def rank_sum_p(low: np.ndarray, high: np.ndarray, resamples: int = 20_000, seed:
     return float(np.mean(u >= observed - 1e-9))
 
 
-T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
-"""Student's t 0.975 quantiles for 1..10 degrees of freedom."""
-
-
 def prediction_half_width(values: np.ndarray, extra_se: float = 0.0) -> float:
     """Half-width of the 95% prediction interval for one more draw: t_{n-1} sd sqrt(1 + 1/n); values [n], n >= 2.
 
     ``extra_se`` is a standard error the new draw carries beyond our draws' spread (added in quadrature).
-
-    Past 10 degrees of freedom t is approximated by 1.96 + 2.4 / df + 2.6 / df^2 (within 0.1% of the quantile).
     """
     n = len(values)
     if n < 2:
         raise ValueError(f"a prediction interval needs at least 2 values, got {n}; raise --seeds")
-    t = T_975[n - 2] if n - 1 <= len(T_975) else 1.96 + 2.4 / (n - 1) + 2.6 / (n - 1) ** 2
-    return float(t * math.sqrt(np.var(values, ddof=1) * (1 + 1 / n) + extra_se**2))
+    return float(t_quantile(0.975, n - 1) * math.sqrt(np.var(values, ddof=1) * (1 + 1 / n) + extra_se**2))
 
 
 def check_one_more(result: Result, claim: str, values: Any, book: float, *, log: bool = False,
