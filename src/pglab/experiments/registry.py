@@ -55,8 +55,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                    "TinyAgent's probe batch (agents-ch6 §6.6)"),
     "design-problems": ("design_problems", "gradient noise vs batch size, the detach bug, the zero-advantage Adam step "
                                            "(agents-ch6 §6.8)"),
-    "hf-agent": ("hf_agent_reinforce", "the default GPT-2 agent (BPE text calls, token in and token out) trained like "
-                             "TinyAgent in BugFixEnv, 3 seeds, side by side (agents-ch6 §6.7)"),
+    "hf-agent": ("hf_agent_reinforce", "the default GPT-2 agent (BPE text calls, token in and token out) and TinyAgent "
+                                       "in BugFixEnv, each trained 80 steps x 64 episodes at hf-agent's 3 seeds, side "
+                                       "by side (agents-ch6 §6.7)"),
     "tinyagent-reinforce": ("tinyagent_reinforce", "80 REINFORCE steps x 64 episodes from the base agent over 5 seeds: "
                                                    "before/after, curves, behaviour (agents-ch6 §6.7)"),
     "lm-kl": ("lm_kl", "leave-one-out REINFORCE on the embedded tiny GPT-2, beta 0 / 0.05 / 0.2 (llm-ch6 §6.11-6.12)"),
