@@ -5,8 +5,8 @@ Each run is ``pglab reproduce NAME --first-seed S`` in a worker process (one tor
 status, the wall seconds and the config. A stopped sweep keeps what finished, and a rerun with the same size skips
 the seeds already done. An experiment without a ``first_seed`` setting runs with each of its RNG seed settings
 (``seed``, ``*_seed``) shifted by the first seed; one with none at all is seed-free (its claims are the same at every
-seed): it runs once. ``--summary DIR`` rebuilds ``DIR/README.md`` from every JSON in DIR, ``--timing DIR``
-writes ``DIR/timing.md`` (each experiment's wall time and what 20 seeds would take).
+seed): it runs once. ``--summary DIR`` rebuilds ``DIR/README.md`` from every JSON in DIR, ``--timing DIR [--out
+FOLDER]`` writes ``timing.md`` (each experiment's wall time and what 20 seeds would take).
 
     nice -n 5 .venv/bin/python scripts/seed_sweep.py bandit-race cartpole --first-seeds 10000:29000:1000 \\
         --out docs/results/seed-sweep [--quick] [--set KEY=VALUE ...] [--workers N] [--backend serial|process]
@@ -309,7 +309,13 @@ def readme(sweeps: list[dict[str, Any]]) -> str:
         f"(1 - share) / runs); the lower bound is the exact one-sided {LOWER_BOUND_LEVEL:.0%} (Clopper-Pearson) "
         "bound on the share: 20 of 20 gives 0.86. commit: the commit each run reported, `+ uncommitted src` when "
         "src/ had uncommitted edits as the sweep started.", "",
-        *summary_table(sweeps), ""])
+        *summary_table(sweeps), "", not_swept(sweeps), ""])
+
+
+def not_swept(sweeps: list[dict[str, Any]]) -> str:
+    """The catalogue's experiments with no sweep here yet, in one line."""
+    missing = sorted(set(CATALOGUE) - {sweep["experiment"] for sweep in sweeps})
+    return f"Not swept yet: {', '.join(missing)}." if missing else "Every experiment of the catalogue is swept."
 
 
 def timing(sweeps: list[dict[str, Any]]) -> str:
@@ -339,7 +345,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["process", "serial"], default="process",
                    help="process: each run in a spawned worker (default); serial: in this process")
     p.add_argument("--summary", type=Path, metavar="DIR", help="rebuild DIR/README.md from DIR/*.json and stop")
-    p.add_argument("--timing", type=Path, metavar="DIR", help="write DIR/timing.md from DIR/*.json and stop")
+    p.add_argument("--timing", type=Path, metavar="DIR", help="write timing.md (in --out, else DIR) from DIR/*.json "
+                   "and stop")
     return p
 
 
@@ -347,8 +354,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     for folder, name, render in ((args.summary, "README.md", readme), (args.timing, "timing.md", timing)):
         if folder is not None:
-            (folder / name).write_text(render(load_all(folder)))
-            print(f"wrote {folder / name}")
+            target = (args.out or folder) / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(render(load_all(folder)))
+            print(f"wrote {target}")
             return 0
     if not args.experiments or args.out is None:
         raise SettingsError("name at least one experiment and --out DIR (or pass --summary DIR)")

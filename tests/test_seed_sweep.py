@@ -88,6 +88,10 @@ def test_readme_lists_every_json(sweep, tmp_path):
     text = (tmp_path / "README.md").read_text()
     assert f"| {FAKE} | QUICK | 1-3 | 3 | 2 |" in text                     # QUICK: fail_every 2 fails at 2
     assert "| support.sweep_fake_seedfree | full | seed-free | 1 | 1 |" in text and "| 0123456 |" in text
+    assert "Not swept yet: aggregation, bandit-lab," in text
+    assert sweep.main(["--timing", str(tmp_path), "--out", str(tmp_path / "elsewhere")]) == 0
+    timing = (tmp_path / "elsewhere" / "timing.md").read_text()
+    assert f"| {FAKE} | QUICK | 0.0 | 0.0 | first seed not divisible by fail_every (1) | 0123456 |" in timing
 
 
 @pytest.mark.integration
