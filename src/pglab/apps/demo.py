@@ -38,13 +38,16 @@ DEMO = {"steps": 80, "batch_size": 64, "eval_every": 10, "eval_per_task": 8, "st
 for the before/after table."""
 DEMO_QUICK = {"steps": 10, "batch_size": 32, "eval_every": 5, "eval_per_task": 4, "stats_per_task": 4}
 """``pglab demo --quick``: a first look in seconds."""
-BOOK_TRAINED = {"train": {"valid_calls": 0.951, "submit_rate": 0.975, "turns": 3.416, "episodes": 320},
-                "heldout": {"valid_calls": 0.974, "submit_rate": 0.944, "turns": 4.481, "episodes": 160}}
+BOOK_TRAINED = {"train": {"pass": 0.775, "valid_calls": 0.951, "submit_rate": 0.975, "turns": 3.416, "episodes": 320},
+                "heldout": {"pass": 0.456, "valid_calls": 0.974, "submit_rate": 0.944, "turns": 4.481,
+                            "episodes": 160}}
 """agents-ch6 §6.7: the trained agent on both splits (one seed, 16 episodes per task)."""
+BOOK_BASE_PASS = {"train": 0.144, "heldout": 0.125}
+"""agents-ch6 §6.7: the base agent's pass rate on both splits."""
 SD_OVER_SEEDS = {"train": {"submit_rate": 0.0722, "turns": 0.6919}, "heldout": {"submit_rate": 0.1491, "turns": 0.2708}}
 """Standard deviation over seeds 0, 7 and 11 of the trained agent's submit rate and turns at the default format
 penalty (``docs/results/format_penalty.json``; a test keeps the two in step). Which strategy a seed locks into is chance
-(course-ch7's race), so these two claims carry it in their tolerance (2 se, two-sided); valid calls do not (3 binomial
+(course-ch7's race), so these two claims carry it in their standard error (two-sided); valid calls do not (binomial
 se, one-sided)."""
 
 
@@ -127,8 +130,14 @@ def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = 
                                f"{key}_{row['split']}_valid_calls": row["valid_calls"]})
     result.metrics.update({"steps": len(run["history"]), "train_seconds": run["seconds"],
                            "total_seconds": trained["seconds"], "resumed_from": run["resumed_from"]})
+    held_out = result.metrics["trained_heldout_pass_rate"]
+    generalised, se = generalisation(held_out, len(trained["after"]["heldout"].info), levels["heldout"]["blind"])
     if size == DEMO:
-        book_claims(result, trained, levels)
+        book_claims(result, measured(trained), levels["heldout"]["blind"], generalised)
+    verdict = verdict_line(seed, held_out, levels["heldout"]["blind"], se, generalised)
+    result.metrics["generalised"] = float(generalised)
+    result.summary += " " + verdict + "."
+    echo(verdict)
     fig, ax = new_figure(figsize=(7, 4))
     learning_curve(ax, run["history"], run["evals"], {"base agent (train)": result.metrics["base_train_pass_rate"],
                                                       "scripted blind (train)": levels["train"]["blind"]})
@@ -138,42 +147,92 @@ def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = 
     return result
 
 
+def binomial_gap_se(first: float, second: float, n_first: int, n_second: int) -> float:
+    """Standard error of the difference of two independent shares measured over ``n_first`` and ``n_second`` trials
+    (each variance floored at 1e-4, so a share of 0 or 1 still carries its resolution)."""
+    return math.sqrt(max(first * (1 - first), 1e-4) / n_first + max(second * (1 - second), 1e-4) / n_second)
+
+
+def generalisation(pass_rate: float, episodes: int, blind: float) -> tuple[bool, float]:
+    """(whether the held-out pass rate lies more than 2 binomial se above the scripted blind level, that se).
+
+    Below it the agent plays what it memorised ("name -> op, submit"), the blind script's level on held-out tasks."""
+    se = math.sqrt(max(pass_rate * (1 - pass_rate), 1e-4) / episodes)
+    return pass_rate > blind + 2 * se, se
+
+
+def verdict_line(seed: int, pass_rate: float, blind: float, se: float, generalised: bool) -> str:
+    """The demo's one-line statement of whether, at this seed, the trained agent generalised or memorised."""
+    where = f"held-out pass {pass_rate:.3f} against the scripted blind level {blind:.3f} (binomial se {se:.3f})"
+    if generalised:
+        return f"seed {seed}: the agent GENERALISED to the held-out tasks: {where}, more than 2 se above it"
+    return (f"seed {seed}: the agent MEMORISED the training tasks and does not generalise: {where}, within 2 se of "
+            "it; on held-out tasks it plays 'name -> op, submit', the blind script's level, so the held-out claims of "
+            "agents-ch6 §6.7 (gain, submit rate, turns) are not made at this seed")
+
+
 def valid_calls_floor(split: str, valid: float, calls: int) -> tuple[float, float]:
     """(lowest valid-call share that agrees with the book's on ``split``, se): the book's minus 3 binomial se of the
-    difference, ``valid`` measured over ``calls`` calls."""
+    difference, ``valid`` measured over ``calls`` calls (the format-cost sweep's qualification)."""
     book = BOOK_TRAINED[split]
     q, book_calls = book["valid_calls"], book["episodes"] * book["turns"]
     se = math.sqrt(valid * (1 - valid) / calls + q * (1 - q) / book_calls)
     return q - 3 * se, se
 
 
-def book_claims(result: Result, trained: dict, levels: dict[str, dict[str, float]]) -> None:
-    """The trained agent against agents-ch6 §6.7 on each split: valid calls, submit rate, turns, held-out pass."""
+def measured(trained: dict) -> dict[str, dict[str, float]]:
+    """What the §6.7 claims read, per split: base and trained pass rate, the trained agent's valid calls, submit
+    rate, turns (mean and sd over episodes), episodes and calls."""
+    found = {}
     for split in SPLITS:
-        book, info = BOOK_TRAINED[split], trained["after"][split].info
-        n, calls = len(info), sum(len(log.calls) for log in info)
-        stats = episode_stats(trained["after"][split])
-        floor, se = valid_calls_floor(split, stats["valid_calls"], calls)
-        result.check_range(f"trained valid calls ({split}) no lower than the book's {book['valid_calls']}",
-                           stats["valid_calls"], low=floor,
-                           tolerance=f"3 binomial se of the difference over {calls} and "
-                                     f"{book['episodes'] * book['turns']:.0f} calls (se = {se:.4f}); one-sided: "
-                                     "the format penalty keeps calls valid")
-        p, q = stats["submit_rate"], book["submit_rate"]
-        se = math.sqrt(p * (1 - p) / n + q * (1 - q) / book["episodes"] + SD_OVER_SEEDS[split]["submit_rate"] ** 2)
-        result.check_close(f"trained submit rate ({split}) near the book's {q}", p, q, 2 * se,
-                           tolerance=f"2 se: binomial over {n} and {book['episodes']} episodes and the sd over "
-                                     f"seeds ({SD_OVER_SEEDS[split]['submit_rate']:.3f}); se = {se:.3f}")
-        turns = [len(log.calls) for log in info]
-        sd = float(np.std(turns, ddof=1))
-        se = math.sqrt(sd ** 2 * (1 / n + 1 / book["episodes"]) + SD_OVER_SEEDS[split]["turns"] ** 2)
-        result.check_close(f"trained turns per episode ({split}) near the book's {book['turns']}", stats["turns"],
-                           book["turns"], 2 * se,
-                           tolerance=f"2 se: the episodes' sd {sd:.2f} over {n} and {book['episodes']} episodes "
-                                     f"and the sd over seeds ({SD_OVER_SEEDS[split]['turns']:.3f}); se = {se:.3f}")
-    p, n = result.metrics["trained_heldout_pass_rate"], len(trained["after"]["heldout"].info)
-    se = math.sqrt(max(p * (1 - p), 1e-4) / n)
-    result.check_range("trained held-out pass above the scripted blind level", p,
-                       low=levels["heldout"]["blind"] + 2 * se,
-                       tolerance=f"exact blind level {levels['heldout']['blind']:.3f} + 2 binomial se of {n} "
-                                 f"episodes (se = {se:.3f}); agents-ch6: above 0.2 is more than the format")
+        info, stats = trained["after"][split].info, episode_stats(trained["after"][split])
+        found[split] = {"base_pass": episode_stats(trained["before"][split])["pass_rate"],
+                        "pass": stats["pass_rate"], "valid_calls": stats["valid_calls"],
+                        "submit_rate": stats["submit_rate"], "turns": stats["turns"],
+                        "turns_sd": float(np.std([len(log.calls) for log in info], ddof=1)),
+                        "episodes": len(info), "calls": sum(len(log.calls) for log in info)}
+    return found
+
+
+def book_claims(result: Result, found: dict[str, dict[str, float]], blind: float, generalised: bool) -> None:
+    """The trained agent against agents-ch6 §6.7 (``found``: :func:`measured`): it learns the training tasks, keeps
+    its call format on both splits and at least the scripted blind level on held-out ones, plays the book's submit
+    rate and turns, and (where it ``generalised``) gains on held-out tasks and plays the book's held-out submit rate
+    and turns. Statistical claims, judged together at the Result's family-wise rate."""
+    held = found["heldout"]
+    result.check_z(f"trained held-out pass at least the scripted blind level {blind:.2f}", held["pass"], blind,
+                   math.sqrt(max(held["pass"] * (1 - held["pass"]), 1e-4) / held["episodes"]),
+                   f"one-sided, binomial se of {held['episodes']} episodes; below it the agent lost even the blind "
+                   "script's play", side="at_least")
+    for split in SPLITS:
+        got, book = found[split], BOOK_TRAINED[split]
+        q, book_calls = book["valid_calls"], round(book["episodes"] * book["turns"])
+        result.check_z(f"trained valid calls ({split}) no lower than the book's {q}", got["valid_calls"], q,
+                       binomial_gap_se(got["valid_calls"], q, got["calls"], book_calls),
+                       f"one-sided, binomial se of the difference over {got['calls']} and {book_calls} calls: the "
+                       "format cost keeps calls valid", side="at_least")
+        if split == "heldout" and not generalised:
+            continue
+        gain = book["pass"] - BOOK_BASE_PASS[split]
+        result.check_z(f"trained minus base pass rate ({split}) at least half the book's {gain:+.3f}",
+                       got["pass"] - got["base_pass"], gain / 2,
+                       binomial_gap_se(got["pass"], got["base_pass"], got["episodes"], got["episodes"]),
+                       "one-sided, binomial se of the difference of two rates; no learning fails it",
+                       side="at_least")
+        behaviour_claims(result, got, split)
+
+
+def behaviour_claims(result: Result, got: dict[str, float], split: str) -> None:
+    """Submit rate and turns near the book's on ``split`` (two-sided, carrying the measured sd over seeds)."""
+    book, sd, n = BOOK_TRAINED[split], SD_OVER_SEEDS[split], got["episodes"]
+    p, q = got["submit_rate"], book["submit_rate"]
+    se = math.sqrt(p * (1 - p) / n + q * (1 - q) / book["episodes"] + sd["submit_rate"] ** 2)
+    result.check_z(f"trained submit rate ({split}) near the book's {q}", p, q, se,
+                   f"binomial over {n} and {book['episodes']} episodes and the sd over seeds 0, 7, 11 "
+                   f"({sd['submit_rate']:.3f}) at the format cost fitted to bring submit rate and turns nearest the "
+                   "book's (docs/results/format_penalty.md)")
+    se = math.sqrt(got["turns_sd"] ** 2 * (1 / n + 1 / book["episodes"]) + sd["turns"] ** 2)
+    result.check_z(f"trained turns per episode ({split}) near the book's {book['turns']}", got["turns"],
+                   book["turns"], se, f"the episodes' sd {got['turns_sd']:.2f} over {n} and {book['episodes']} "
+                                      f"episodes and the sd over seeds 0, 7, 11 ({sd['turns']:.3f}) at the fitted "
+                                      "format cost")

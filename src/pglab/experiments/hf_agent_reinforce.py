@@ -4,7 +4,7 @@ The embedded default agent (a byte-level BPE on BugFixEnv's texts, a GPT-2 of Ti
 behaviour-cloned on scripted random and blind play) writes its calls as text, token in and token
 out, and trains through the same ``train_episodes`` loop and ``pg_update`` as TinyAgent. Each seed
 trains both agents with the same settings; the table puts them side by side. Claims use the
-median over seeds, with binomial standard errors of the measured episodes.
+mean over seeds, with Student's t standard errors (floored at the measured episodes' binomial resolution).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from pglab.reporting.result import Result
 from pglab.stats import compare_seeds
 
 SPLIT_TASKS = {"train": 16, "heldout": 10}
+BOOK_GAIN = {"train": 0.775 - 0.144, "heldout": 0.456 - 0.125}
+"""agents-ch6 §6.7: the book's TinyAgent, trained minus base pass rate on each split."""
 VALID_TARGET = 0.93
 """Valid calls after training: at least 0.93 on both splits (the book's trained agent: 0.951 and 0.974)."""
 
@@ -93,20 +95,42 @@ def run(config: Config, result: Result) -> None:
     for key in per_seed[0]:
         if key != "seed":
             result.metrics[f"median_{key}"] = median(key)
+    claims(result, per_seed, config.eval_per_task)
+
+
+def claims(result: Result, per_seed: list[dict], eval_per_task: int) -> None:
+    """The GPT-2 agent learns like the book's TinyAgent: on each split its mean gain over the seeds is at least half
+    the book's and its valid calls stay at least 0.93; one-sided Student's t over the seeds (floored at the binomial
+    resolution of the measured episodes). The base agent is the cached default measured with fixed draws, the same at
+    every seed, so its level is a unit test (tests/experiments/test_exp_hf_agent_claims.py), not a claim."""
     for split, tasks in SPLIT_TASKS.items():
-        n = tasks * config.eval_per_task
-        base, trained = median(f"base_{split}_pass"), median(f"trained_{split}_pass")
-        se = math.sqrt(max(base * (1 - base), 1e-4) / n)
-        result.check_range(f"base GPT-2 agent pass rate ({split}) between scripted random and blind", base,
-                           levels[split]["random"] - 2 * se, levels[split]["blind"] + 2 * se,
-                           tolerance=f"exact scripted levels +- 2 binomial se of {n} episodes (se = {se:.3f})")
-        gain_se = math.sqrt((max(base * (1 - base), 1e-4) + max(trained * (1 - trained), 1e-4)) / n)
-        result.check_range(f"trained minus base pass rate ({split})", trained - base, low=2 * gain_se,
-                           tolerance=f"2 se of the difference of two binomial rates over {n} episodes each",
-                           full_size=True)
+        n = tasks * eval_per_task * len(per_seed)
         passes = {agent: [s[f"{agent}_{split}_pass"] for s in per_seed] for agent in ("trained", "base")}
         compare_seeds(result, f"GPT-2 agent pass rate ({split})", passes, [("trained", "base")])
-        valid = median(f"trained_{split}_valid")
-        result.check_range(f"valid calls after training ({split})", valid, low=VALID_TARGET,
-                           tolerance="acceptance: at least 0.93 (the book's trained agent: 0.951 train, 0.974 "
-                                     "held-out)", full_size=True)
+        gain = np.subtract(passes["trained"], passes["base"])
+        book = BOOK_GAIN[split]
+        se, dof = seed_se(gain, n)
+        result.check_z(f"trained minus base pass rate ({split}): at least half the book's {book:+.3f}",
+                       float(gain.mean()), book / 2, se, f"mean over {len(per_seed)} seeds, one-sided ({tail(dof)}); "
+                                                         "no learning fails it", side="at_least", dof=dof,
+                       full_size=True)
+        valid = np.array([s[f"trained_{split}_valid"] for s in per_seed])
+        se, dof = seed_se(valid, n)
+        result.check_z(f"valid calls after training ({split}) at least {VALID_TARGET}", float(valid.mean()),
+                       VALID_TARGET, se, f"acceptance: at least 0.93 (the book's trained agent: 0.951 train, 0.974 "
+                                         f"held-out); one-sided ({tail(dof)})", side="at_least", dof=dof,
+                       full_size=True)
+
+
+def tail(dof: int | None) -> str:
+    """The tail a claim's p-value comes from, in words."""
+    return "binomial se of the episodes, normal tail" if dof is None else f"Student's t over the seeds, {dof} dof"
+
+
+def seed_se(values: np.ndarray, episodes: int) -> tuple[float, int | None]:
+    """Standard error of the mean of per-seed values [seeds] and its Student's t degrees of freedom: sd / sqrt(seeds)
+    with seeds - 1, or, where that is smaller (seeds that agree, or one seed), the binomial resolution of all
+    ``episodes`` sqrt(0.25 / episodes) with a normal tail (None)."""
+    spread = float(values.std(ddof=1)) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    floor = math.sqrt(0.25 / episodes)
+    return (spread, len(values) - 1) if spread > floor else (floor, None)

@@ -10,8 +10,8 @@ rewards at pass rate p, b* = p S / (p S + (1 - p) F), where S and F are the mean
 and failures, so the mean-reward baseline beats none exactly when F / S < (2 - p) / (1 - p). F / S is
 set by how confident behaviour cloning left the agent on each kind of episode, and it varies from
 one cloning seed to the next. So this experiment clones ``seeds`` base agents and asks whether the
-book's agent is a plausible draw from them: the book's value of each variance ratio must lie in the
-95% prediction interval of one more of our agents.
+book's agent is a plausible draw from them: the book's value of each variance ratio is tested as one
+more of our agents (Student's t, judged with the other claims at the family-wise rate).
 """
 
 from __future__ import annotations
@@ -130,10 +130,10 @@ def run(config: Config, result: Result) -> None:
     for row in rows:
         a, c1, _ = curves[row["seed"]]
         row["vertex"] = -c1 / (2 * a)
-    gap = max(abs(row["b*"] - row["vertex"]) / row["se(b*)"] for row in rows)
-    result.check_range("b* = sum R |g|^2 / sum |g|^2 against the measured parabola's minimum: largest gap in se(b*)",
-                       gap, high=1.0, tolerance="one bootstrap standard error of b* at every base agent: leaving out "
-                                                "the mean gradient moves the minimum by less than b*'s own noise")
+    # b* against the parabola's vertex is arithmetic on the same numbers at every seed: a unit test
+    # (test_the_variance_parabola_has_its_vertex_at_b_star); the gap is reported, not claimed.
+    result.metrics["largest gap b* - vertex in se(b*)"] = max(abs(row["b*"] - row["vertex"]) / row["se(b*)"]
+                                                              for row in rows)
     result.tables["per_base_agent"] = rows
     book_ratios = {ratio: BOOK[num] / BOOK[den] for ratio, (num, den) in RATIOS.items()}
     book_ratios["b* / mean reward"] = BOOK_B["b*"] / BOOK_B["mean reward"]
