@@ -15,6 +15,7 @@ autograd through ``reinforce_loss``), so that thousands of batches cost one samp
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -24,9 +25,9 @@ import torch
 from pglab.envs.tabular import Episodes, TabularMDP, frozen_lake, table_score
 from pglab.estimators import cosine
 from pglab.reporting.plots import log_axis, new_figure, outside_legend, reference_line
-from pglab.reporting.result import Result
+from pglab.reporting.result import Result, upper_tail
 from pglab.runtime.threads import single_torch_thread
-from pglab.stats import book_tolerance, bootstrap_counts
+from pglab.stats import bootstrap_counts, half_unit
 from pglab.trainers.tabular import ascent_direction, reinforce_updates, step_weights
 
 ESTIMATORS = ("return", "reward-to-go", "centred", "normalised", "exact baseline")
@@ -40,6 +41,7 @@ LADDER = (("reward-to-go", "centred"), ("centred", "exact baseline"), ("normalis
 """The book's ordering of the relative variances: each first estimator above the second."""
 LADDER_TIE = ("return", "reward-to-go")
 """The book's return and reward-to-go differ by a few percent: the return must not fall below."""
+SIGNS = {"at_least": ">=", "at_most": "<="}
 SWEEP_METRICS = ("J", "reward-to-go - centred (se)", "normalised - exact baseline (se)", "centred - normalised (se)")
 """Columns of the sweep table that become metrics, per freeze point (the docs quote them)."""
 
@@ -55,10 +57,11 @@ class Config:
     probe_lr: float = 0.13
     """Adam step size of the probe's training (REINFORCE with the episode return, loss averaged over steps).
 
-    The book's recipe is in a section that is not among the book chapters; with this step size the probe is
-    mid-training like the book's (J = 0.313): with RNG seed 3 it lands at J = 0.345."""
+    Fitted: the book's recipe is in a section that is not among the book chapters; this step size (with probe_seed
+    3) was chosen so that the probe is mid-training like the book's (J = 0.313): it lands at J = 0.345. The claims
+    do not rest on it: the sweep's claims hold over bands of J, and other first seeds train other probes."""
     probe_seed: int = 3
-    """RNG seed of the probe's training."""
+    """RNG seed of the probe's training, before ``first_seed`` is added (fitted with probe_lr, see there)."""
     draws: int = 200
     """Batches drawn at the frozen probe for the five-estimator table (the book's 200)."""
     batch_episodes: int = 4
@@ -74,21 +77,23 @@ class Config:
     sweep_draws: int = 1000
     """Batches drawn at each freeze point of the sweep."""
     sigmas: float = 2.0
-    """A step of the book's ordering holds when the paired gap exceeds this many bootstrap standard errors."""
-    book_sigmas: float = 3.0
-    """Comparisons with the book's printed numbers hold within this many standard errors of the difference."""
+    """The sweep table and figure mark the book's ordering as holding where each paired gap exceeds this many
+    bootstrap standard errors (a description: the claims are the family's one-sided tests)."""
     bootstrap: int = 1000
     """Bootstrap resamples over draws for the standard errors."""
     bootstrap_seed: int = 0
     """RNG seed of the numpy Generator behind the bootstrap."""
+    first_seed: int = 0
+    """Added to every RNG seed above (probe, draws, divisor batch, bootstrap): another first seed trains another
+    probe and draws new batches (``--first-seed``)."""
 
     QUICK: ClassVar[dict] = {"bootstrap": 300, "sweep_updates": (11, 12, 14, 15, 16, 18, 20, 27, 45)}
 
 
 def train_probes(config: Config, freeze_points: set[int]) -> dict[int, torch.Tensor]:
     """One REINFORCE run (episode return, Adam), its policy table theta [S, A] kept at every freeze point."""
-    updates = reinforce_updates(config.probe_seed, "return", max(freeze_points), config.probe_episodes,
-                                config.gamma, config.probe_lr, alpha_v=0.0, optimizer="adam")
+    updates = reinforce_updates(config.probe_seed + config.first_seed, "return", max(freeze_points),
+                                config.probe_episodes, config.gamma, config.probe_lr, alpha_v=0.0, optimizer="adam")
     return {k: update.theta for k, update in enumerate(updates, start=1) if k in freeze_points}
 
 
@@ -184,10 +189,11 @@ def probe_claims(graded: dict, config: Config, result: Result) -> list[dict]:
         cos, se = graded["cos"][name], graded["cos_se"][name]
         rows.append({"estimator": name, "cos(mean, exact)": cos, "bootstrap se": se, "book cos": BOOK_FIVE[name][0],
                      "relative variance": graded["rel"][name], "book relative variance": BOOK_FIVE[name][1]})
-        result.check_close(f"{name}: cosine of the mean of {config.draws} batches to grad J vs d2l-14.6", cos,
-                           BOOK_FIVE[name][0], book_tolerance(se, config.book_sigmas),
-                           f"{config.book_sigmas:g} se of the difference of ours and the book's {config.draws}-batch "
-                           f"cosine, its se taken equal to ours (bootstrap se = {se:.2g})")
+        result.check_z(f"{name}: cosine of the mean of {config.draws} batches to grad J vs d2l-14.6", cos,
+                       BOOK_FIVE[name][0], math.hypot(se, se, half_unit(f"{BOOK_FIVE[name][0]}") / math.sqrt(3)),
+                       f"normal z of the difference of ours and the book's {config.draws}-batch cosine, its se taken "
+                       f"equal to ours (bootstrap se = {se:.2g}), with the book's rounding to 2 decimals; at a probe "
+                       "of the fitted probe_lr (see the Configuration)")
     return rows
 
 
@@ -198,7 +204,7 @@ def sweep_rows(mdp: TabularMDP, probes: dict[int, torch.Tensor], config: Config,
         theta = probes[updates]
         pi = mdp.policy(theta)
         estimates = five_estimates(mdp, theta, mdp.values(pi).detach(), config.sweep_draws, config.batch_episodes,
-                                   config.gamma, torch.Generator().manual_seed(config.draw_seed))
+                                   config.gamma, torch.Generator().manual_seed(config.draw_seed + config.first_seed))
         graded = grade(estimates, mdp.exact_gradient(theta), config, rng)
         row = {"freeze point (updates)": updates, "J": float(mdp.exact_value(theta)),
                **{f"rel. var. {name}": v for name, v in graded["rel"].items()}}
@@ -208,26 +214,31 @@ def sweep_rows(mdp: TabularMDP, probes: dict[int, torch.Tensor], config: Config,
     return rows
 
 
+def ordering_p(z: list[float], side: str) -> float:
+    """p-value that some gap, z [gaps] in standard errors, lies on the wrong side of 0: the smallest one-sided normal
+    tail, Bonferroni over the gaps; side at_least (every gap >= 0) or at_most (every gap <= 0). 1 when none."""
+    sign = 1.0 if side == "at_least" else -1.0
+    return min([1.0] + [len(z) * upper_tail(-sign * value) for value in z])
+
+
 def sweep_claims(rows: list[dict], config: Config, result: Result) -> None:
-    """Where the book's ordering holds: a middle band of J; below it centring costs variance; above it centred and
-    normalised part."""
-    k = config.sigmas
-    middle = [r for r in rows if 0.25 <= r["J"] <= 0.55]
-    result.check("sweep: the book's ordering holds at every probe with 0.25 <= J <= 0.55",
-                 sum(not r["book's ordering holds"] for r in middle), bool(middle) and all(
-                     r["book's ordering holds"] for r in middle), "0 probes where it fails",
-                 f"each step by {k:g} paired bootstrap se over {config.sweep_draws} batches; "
-                 f"{len(middle)} probes in the band")
-    low = [r for r in rows if r["J"] <= 0.15]
-    worst = max((r["reward-to-go - centred (se)"] for r in low), default=np.inf)
-    result.check_range("sweep, J <= 0.15: centring raises the relative variance (largest reward-to-go - centred, "
-                       "in se)", worst, high=-k,
-                       tolerance=f"below -{k:g} paired bootstrap se at every such probe ({len(low)} probes)")
-    high = [r for r in rows if r["J"] >= 0.45]
-    least = min((r["centred - normalised (se)"] for r in high), default=-np.inf)
-    result.check_range("sweep, J >= 0.45: centred's relative variance exceeds normalised's (smallest centred - "
-                       "normalised, in se)", least, low=k,
-                       tolerance=f"above {k:g} paired bootstrap se at every such probe ({len(high)} probes)")
+    """Where the book's ordering holds: not reversed in a middle band of J; below it centring costs variance; above
+    it centred and normalised part. Each a one-sided normal test of the paired bootstrap gaps, Bonferroni over the
+    probes and steps of its band."""
+    bands = {
+        "the book's ordering is not reversed at any probe with 0.25 <= J <= 0.55":
+            ([r for r in rows if 0.25 <= r["J"] <= 0.55], LADDER + (LADDER_TIE,), "at_least"),
+        "J <= 0.15: centring does not lower the relative variance (reward-to-go - centred <= 0)":
+            ([r for r in rows if r["J"] <= 0.15], (("reward-to-go", "centred"),), "at_most"),
+        "J >= 0.45: centred's relative variance not below normalised's (centred - normalised >= 0)":
+            ([r for r in rows if r["J"] >= 0.45], (("centred", "normalised"),), "at_least"),
+    }
+    for claim, (band, steps, side) in bands.items():
+        z = [r[f"{a} - {b} (se)"] for r in band for a, b in steps]
+        worst = min((value if side == "at_least" else -value for value in z), default=math.inf)
+        result.check_p(f"sweep, {claim}", worst, ordering_p(z, side), f"every gap {SIGNS[side]} 0",
+                       f"the worst of {len(z)} paired gaps over {len(band)} probes, in paired bootstrap se over "
+                       f"{config.sweep_draws} batches (one-sided normal tail, Bonferroni over the gaps)")
 
 
 def sweep_figure(rows: list[dict], config: Config):
@@ -263,7 +274,7 @@ def run(config: Config, result: Result) -> None:
         f"the calm 4x4 FrozenLake (gamma = {config.gamma:g}, no time limit). Standard errors come from a bootstrap "
         "over the batches, paired across estimators (they share the batches).")
     mdp = frozen_lake(is_slippery=False, gamma=config.gamma)
-    rng = np.random.default_rng(config.bootstrap_seed)
+    rng = np.random.default_rng(config.bootstrap_seed + config.first_seed)
     with single_torch_thread():
         probes = train_probes(config, {config.probe_updates, *config.sweep_updates})
         theta = probes[config.probe_updates]
@@ -271,10 +282,11 @@ def run(config: Config, result: Result) -> None:
         result.tables["probe"] = [{"quantity": "J(theta)", "ours": J, "book": BOOK_PROBE_J},
                                   {"quantity": "norm of grad J", "ours": float(exact.norm()), "book": 0.129}]
         batch, attempts = divisor_batch(mdp, mdp.policy(theta), config.batch_episodes,
-                                        torch.Generator().manual_seed(config.divisor_seed))
+                                        torch.Generator().manual_seed(config.divisor_seed + config.first_seed))
         result.tables["four_divisors"] = divisor_table(theta, batch, config)
         estimates = five_estimates(mdp, theta, mdp.values(mdp.policy(theta)).detach(), config.draws,
-                                   config.batch_episodes, config.gamma, torch.Generator().manual_seed(config.draw_seed))
+                                   config.batch_episodes, config.gamma,
+                                   torch.Generator().manual_seed(config.draw_seed + config.first_seed))
         graded = grade(estimates, exact, config, rng)
         result.tables["five_estimators"] = probe_claims(graded, config, result)
         rows = sweep_rows(mdp, probes, config, rng)
