@@ -43,8 +43,10 @@ def test_no_learning_fails_the_gain_claims():
 
 
 def test_calls_drifting_without_the_format_cost_fail_the_valid_call_claim():
-    """Without a cost of its own, RL lets call validity drift (agents-ch6 §6.5; 0.87-0.93 at cost 0 in the sweep)."""
-    drifted = {name: split(**{**found, "valid_calls": 0.88}) for name, found in HONEST.items()}
+    """Without a cost of its own, RL lets call validity drift (agents-ch6 §6.5): the valid calls of the format-cost
+    sweep's run at cost 0, seed 0 (0.872 train, 0.866 held-out)."""
+    drifted = {name: split(**{**found, "valid_calls": valid}) for (name, found), valid in zip(HONEST.items(),
+                                                                                             (0.872, 0.866))}
     assert any("valid calls" in claim for claim in failed(judged(drifted)))
 
 
@@ -77,3 +79,16 @@ def test_measured_gives_the_fields_the_claims_read(cloned_agent, tok):
         assert set(values) == set(HONEST[name]) and values["pass"] == values["base_pass"]
         assert values["episodes"] == 4 and values["calls"] >= 4
     judged(found)                                   # every field the claims read is there
+
+
+def test_the_valid_call_spread_over_seeds_is_the_committed_sweeps():
+    import json
+    import statistics
+
+    from pglab.apps.demo import VALID_SD_OVER_SEEDS
+    from support import ROOT
+
+    sweep = json.loads((ROOT / "docs" / "results" / "format_penalty.json").read_text())
+    runs = [run for run in sweep["runs"] if run["format_penalty"] == sweep["choice"]["format_penalty"]]
+    for split_name, sd in VALID_SD_OVER_SEEDS.items():
+        assert sd == pytest.approx(statistics.stdev(run[f"{split_name}_valid_calls"] for run in runs), abs=5e-5)
