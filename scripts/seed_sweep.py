@@ -163,9 +163,13 @@ def load_sweep(path: Path, quick: bool, overrides: dict[str, Any]) -> dict[str, 
 
 
 def save_sweep(path: Path, sweep: dict[str, Any]) -> None:
-    """Write the sweep (its runs in seed order) through a temporary file, so a killed sweep leaves a whole file."""
+    """Write the sweep (its runs in seed order) through a temporary file, so a killed sweep leaves a whole file;
+    runs another sweep of the same size wrote there meanwhile are kept."""
+    on_disk = load_sweep(path, sweep["quick"], sweep["overrides"])
+    done = {run["seed"] for run in sweep["runs"]}
+    sweep["runs"] += [run for run in (on_disk or {}).get("runs", []) if run["seed"] not in done]
     sweep["runs"].sort(key=lambda run: -1 if run["seed"] is None else run["seed"])
-    staging = path.with_suffix(".json.tmp")
+    staging = path.with_suffix(f".json.{os.getpid()}.tmp")
     staging.write_text(json.dumps(sweep, indent=1, default=str) + "\n")
     os.replace(staging, path)
 

@@ -62,6 +62,16 @@ def test_resume_runs_only_the_missing_seeds(sweep, tmp_path, monkeypatch):
         sweep.sweep_experiment(FAKE, [4], tmp_path, quick=True, backend="serial")
 
 
+def test_runs_of_a_concurrent_sweep_are_kept(sweep, tmp_path):
+    """Two sweeps of the same size into one file: each save keeps the other's runs."""
+    path = tmp_path / f"{FAKE}.json"
+    sweep.sweep_experiment(FAKE, [1], tmp_path, backend="serial")
+    other = json.loads(path.read_text())
+    other["runs"] = [{**other["runs"][0], "seed": 7}]
+    sweep.save_sweep(path, other)
+    assert [run["seed"] for run in json.loads(path.read_text())["runs"]] == [1, 7]
+
+
 def test_seed_settings_first_seed_else_shifted_else_seed_free(sweep, tmp_path):
     assert sweep.seed_settings(sweep.experiment_for(FAKE), 100, False, {}) == {"first_seed": 100}
     shifted = sweep.sweep_experiment("support.sweep_fake_shifted", [0, 100], tmp_path, backend="serial")
