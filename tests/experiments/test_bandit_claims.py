@@ -65,3 +65,14 @@ def test_a_dropped_baseline_and_a_noiseless_spread_fail_bandit_lab(monkeypatch):
     failed = {c.claim for c in result.failed_checks()}
     assert "race: running-average baseline: the book's 12 of 12 escaped, at our rate" in failed
     assert any(claim.startswith("valley: closed-form minimum") for claim in failed)
+
+
+@pytest.mark.experiment
+def test_a_dropped_baseline_fails_bandit_training(monkeypatch):
+    import pglab.experiments.bandit_training as bandit_training
+
+    monkeypatch.setattr(bandit_training, "train_bandit", without_baseline(bandit_training.train_bandit))
+    with single_torch_thread():
+        result = get_experiment("bandit-training").run(quick=True)
+    failed = {c.claim for c in result.failed_checks()}
+    assert "running: the book's 200 of 200 runs ending on the best arm, at our rate" in failed

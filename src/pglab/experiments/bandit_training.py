@@ -12,16 +12,18 @@ The running baseline is the average of every reward this run has seen *before* t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
 from pglab.envs.bandit import GaussianBandit
+from pglab.experiments.bandit_race import check_book_counts
 from pglab.reporting.plots import median_band, new_figure, outside_legend
 from pglab.reporting.result import Result
 from pglab.runtime.options import SettingsError
-from pglab.stats import binomial_se, book_tolerance, compare_seeds, standard_error
+from pglab.stats import binomial_se, compare_seeds, standard_error
 from pglab.trainers.bandit import BASELINES, train_bandit
 
 BOOK_MEAN_J = {"none": (7.352, 7.512, 7.655), "running": (7.637, 7.873, 7.951), "value": (7.648, 7.874, 7.951)}
@@ -50,8 +52,6 @@ class Config:
     """Step size of theta <- theta + lr (r - b)(e_a - pi)."""
     checkpoints: tuple[int, ...] = (100, 200, 400)
     """Steps at which mean J is reported (the book's 100, 200, 400)."""
-    sigmas: float = 3.0
-    """Comparisons with the book's numbers hold within this many standard errors of the difference."""
 
     QUICK: ClassVar[dict] = {"seeds": 60}
     MIN_SEEDS: ClassVar[int] = 2
@@ -62,6 +62,18 @@ class Config:
             raise SettingsError(f"checkpoints {self.checkpoints} go past steps={self.steps}; lower them or raise steps")
 
 
+def check_share(result: Result, claim: str, ours: float, runs: int, book: float) -> None:
+    """Our share over ``runs`` runs against the book's over BOOK_RUNS: the normal z of the difference of two
+    binomial shares (pooled se); equal shares of 0 or 1 agree exactly (p = 1)."""
+    pooled = (ours * runs + book * BOOK_RUNS) / (runs + BOOK_RUNS)
+    se = math.sqrt(pooled * (1.0 - pooled) * (1.0 / runs + 1.0 / BOOK_RUNS))
+    tolerance = f"normal z of the difference of our {runs}-run share and the book's {BOOK_RUNS}-run one (pooled se)"
+    if se > 0:
+        result.check_z(claim, ours, book, se, tolerance)
+    else:
+        result.check_p(claim, ours, 1.0, f"= {book:g}", tolerance)
+
+
 def summary_rows(baseline: str, values: torch.Tensor, best_prob: torch.Tensor, config: Config,
                  result: Result) -> list[dict]:
     """llm-ch6's statistics for one baseline, ours beside the book's; values [steps+1, runs], best_prob [runs]."""
@@ -69,14 +81,13 @@ def summary_rows(baseline: str, values: torch.Tensor, best_prob: torch.Tensor, c
     rows = []
     for step, book_value in zip(config.checkpoints, BOOK_MEAN_J[baseline]):
         mean, se = float(values[step].mean()), float(standard_error(values[step]))
-        tol = book_tolerance(se, config.sigmas)
         rows.append({"baseline": baseline, "quantity": f"mean J at step {step}", "ours": mean, "se": se,
                      "book": book_value})
         result.metrics[f"{baseline}: mean J at step {step}"] = mean
-        result.metrics[f"{baseline}: tolerance of mean J at step {step} vs the book"] = tol
-        result.check_close(f"{baseline}: mean J at step {step} vs llm-ch6 §6.7", mean, book_value, tol,
-                           f"{config.sigmas:g} se of the difference of our {n}-run mean and the book's, its se taken "
-                           f"equal to ours (se = {se:.2g} over runs)")
+        result.metrics[f"{baseline}: se of mean J at step {step} vs the book"] = math.sqrt(2) * se
+        result.check_z(f"{baseline}: mean J at step {step} vs llm-ch6 §6.7", mean, book_value, math.sqrt(2) * se,
+                       f"normal z of the difference of our {n}-run mean and the book's, its se taken equal to ours "
+                       f"(se = {se:.2g} over runs)")
     low, q1, q3, high = torch.quantile(values[-1], torch.tensor([0.1, 0.25, 0.75, 0.9], dtype=values.dtype)).tolist()
     result.metrics.update({f"{baseline}: 10th pct of J at step {config.steps}": low,
                            f"{baseline}: 90th pct of J at step {config.steps}": high,
@@ -90,14 +101,11 @@ def summary_rows(baseline: str, values: torch.Tensor, best_prob: torch.Tensor, c
             ("P(best) < 0.1", "below 0.1", (best_prob < 0.1), BOOK_BEST_BELOW_TENTH[baseline])):
         p = float(share.double().mean())
         result.metrics[f"{baseline}: share of runs with P(best) {name}"] = p
-        se, book_se = binomial_se(p, n), binomial_se(book_share, BOOK_RUNS)
+        se = binomial_se(p, n)
         rows.append({"baseline": baseline, "quantity": f"share of runs with {label}", "ours": p, "se": se,
                      "book": book_share})
         if baseline == "none":
-            result.check_close(f"none: share of runs with {label} vs llm-ch6 §6.7", p, book_share,
-                               book_tolerance(se, config.sigmas, book_se),
-                               f"{config.sigmas:g} binomial se of the difference of our {n}-run share and the "
-                               f"book's {BOOK_RUNS}-run one (se {se:.2g} and {book_se:.2g})")
+            check_share(result, f"none: share of runs with {label} vs llm-ch6 §6.7", p, n, book_share)
     return rows
 
 
@@ -119,7 +127,7 @@ def run(config: Config, result: Result) -> None:
         f"{config.seeds} REINFORCE runs per baseline on the Gaussian bandit with means {config.means}, one pull "
         f"per step, lr {config.lr:g}, from theta = 0. J is the exact value of each run's policy. The running "
         "baseline is the average of the rewards seen before the current pull (0 at the first). Comparisons "
-        f"with the book hold within {config.sigmas:g} standard errors of the difference, computed over runs.")
+        "with the book are normal z tests of the difference (standard errors over runs), judged together.")
     bandit = GaussianBandit(config.means, config.sd)
     best = int(bandit.means.argmax())
     rows, count_rows, values = [], [], {}
@@ -139,18 +147,12 @@ def run(config: Config, result: Result) -> None:
         result.metrics[f"{baseline}: mean J at step {config.steps}"] = float(values[baseline][-1].mean())
         book_best = BOOK_FINAL_COUNTS[baseline].get(best + 1, 0) / BOOK_RUNS
         if baseline == "none":
-            se, book_se = binomial_se(1.0 - on_best, config.seeds), binomial_se(1.0 - book_best, BOOK_RUNS)
-            tol = book_tolerance(se, config.sigmas, book_se)
-            result.metrics.update({"none: share ending on a worse arm": 1.0 - on_best,
-                                   "none: tolerance of the worse-arm share vs the book": tol})
-            result.check_close("none: share of runs ending on a worse arm vs llm-ch6 §6.7", 1.0 - on_best,
-                               1.0 - book_best, tol,
-                               f"{config.sigmas:g} binomial se of the difference of our {config.seeds}-run share "
-                               f"and the book's {BOOK_RUNS}-run one (se {se:.2g} and {book_se:.2g})")
+            result.metrics["none: share ending on a worse arm"] = 1.0 - on_best
+            check_share(result, "none: share of runs ending on a worse arm vs llm-ch6 §6.7", 1.0 - on_best,
+                        config.seeds, 1.0 - book_best)
         else:
-            result.check_range(f"{baseline}: share of runs ending on the best arm", on_best, 1.0 - 3.0 / BOOK_RUNS,
-                               tolerance=f"the book saw {BOOK_RUNS} of {BOOK_RUNS}: by the rule of three the rate of "
-                               f"ending elsewhere is below 3/{BOOK_RUNS} (95% confidence)")
+            check_book_counts(result, f"{baseline}: the book's {BOOK_RUNS} of {BOOK_RUNS} runs ending on the best "
+                              "arm, at our rate", (BOOK_RUNS,), BOOK_RUNS, on_best, config.seeds)
     result.tables["training_summary"] = rows
     result.tables["final_most_likely_arm"] = count_rows
     compare_seeds(result, f"J at step {config.steps}", {b: v[-1] for b, v in values.items()},
