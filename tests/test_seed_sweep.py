@@ -99,9 +99,11 @@ def test_readme_lists_every_json(sweep, tmp_path):
     assert f"| {FAKE} | QUICK | 1-3 | 3 | 2 |" in text                     # QUICK: fail_every 2 fails at 2
     assert "| support.sweep_fake_seedfree | full | seed-free | 1 | 1 |" in text and "| 0123456 |" in text
     assert "Not swept yet: aggregation, bandit-lab," in text
-    assert sweep.main(["--timing", str(tmp_path), "--out", str(tmp_path / "elsewhere")]) == 0
+    sweep.sweep_experiment(FAKE, [1], tmp_path / "one", quick=True, backend="serial")
+    assert sweep.main(["--timing", str(tmp_path / "one"), str(tmp_path), "--out", str(tmp_path / "elsewhere")]) == 0
     timing = (tmp_path / "elsewhere" / "timing.md").read_text()
-    assert f"| {FAKE} | QUICK | 0.0 | 0.0 | first seed not divisible by fail_every (1) | 0123456 |" in timing
+    assert f"| {FAKE} | QUICK | 1 | 0.0 | 0.0 | 1 of 1 | 0123456 |" in timing               # from the first folder
+    assert "| support.sweep_fake_seedfree | full | 1 |" in timing
 
 
 @pytest.mark.integration
