@@ -12,6 +12,10 @@ seed): it runs once. ``--summary DIR`` rebuilds ``DIR/README.md`` from every JSO
         --out docs/results/seed-sweep [--quick] [--set KEY=VALUE ...] [--workers N] [--backend serial|process]
     .venv/bin/python scripts/seed_sweep.py --summary docs/results/seed-sweep
 
+On a checkout others edit, sweep a commit: ``git worktree add /tmp/wt HEAD`` and ``PYTHONPATH=/tmp/wt/src
+.venv/bin/python /tmp/wt/scripts/seed_sweep.py NAME ... --out docs/results/seed-sweep`` (each run records the
+commit of the pglab it imported, and the sweep whether that checkout had uncommitted edits).
+
 EXPERIMENT is a name from ``pglab reproduce --list``, or an importable module with a ``Config`` and a ``run``.
 """
 
@@ -143,10 +147,13 @@ def command_line(spec: str, quick: bool, settings: dict[str, Any]) -> str:
 
 
 def source_dirty() -> bool | None:
-    """Whether src/ differs from the commit (others' uncommitted edits ran too); None outside a checkout."""
+    """Whether the pglab this sweep imports differs from its checkout's commit (uncommitted edits ran too); None
+    outside a checkout."""
+    import pglab
+
     try:
-        out = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=REPO, capture_output=True,
-                             text=True, timeout=10)
+        out = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=Path(pglab.__file__).parent,
+                             capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     return bool(out.stdout.strip()) if out.returncode == 0 else None
