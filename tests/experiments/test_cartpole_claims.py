@@ -19,4 +19,5 @@ def test_a_flipped_advantage_fails_the_ordering(monkeypatch):
     with single_torch_thread():
         result = get_experiment("cartpole").run(quick=True, updates=6, envs=4)
     failed = {c.claim for c in result.failed_checks()}
-    assert failed == {"final return: G_t - V(s_t) not below G_0 (whole return) (one-sided rank-sum p of the reverse order)"}
+    assert failed == {"final return: G_t - V(s_t) not below G_0 (whole return) (one-sided rank-sum p of the reverse "
+                      "order)"}
