@@ -145,6 +145,8 @@ def demo(out: str | Path, *, seed: int = 0, quick: bool = False, resume: bool = 
     result.metrics["generalised"] = float(generalised)
     result.summary += " " + verdict + "."
     echo(verdict)
+    if not generalised:                         # printed again after the tables, where it is not scrolled away
+        result.warnings.append(f"warning: {verdict}")
     fig, ax = new_figure(figsize=(7, 4))
     learning_curve(ax, run["history"], run["evals"], {"base agent (train)": result.metrics["base_train_pass_rate"],
                                                       "scripted blind (train)": levels["train"]["blind"]})
