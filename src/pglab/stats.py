@@ -318,6 +318,27 @@ def t_upper_tail(t: float, df: int) -> float:
     return one_side if t >= 0 else 1.0 - one_side
 
 
+def chi2_upper_tail(x: float, df: int) -> float:
+    """P(X >= x) for a chi-square X with integer ``df`` >= 1, from its exact finite series (Poisson terms for even
+    df, the normal tail plus terms for odd df); chi2_upper_tail(9.488, 4) = 0.05."""
+    if int(df) != df or df < 1:
+        raise ValueError(f"chi2_upper_tail needs an integer df >= 1, got {df}")
+    if x <= 0:
+        return 1.0
+    half = x / 2
+    if df % 2 == 0:
+        term, total = 1.0, 1.0
+        for i in range(1, df // 2):
+            term *= half / i
+            total += term
+        return min(1.0, math.exp(-half) * total)
+    term, total = math.sqrt(x), 0.0
+    for i in range(1, (df + 1) // 2):
+        total += term
+        term *= x / (2 * i + 1)
+    return min(1.0, math.erfc(math.sqrt(half)) + math.sqrt(2 / math.pi) * math.exp(-half) * total)
+
+
 @functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: int) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (an integer >= 1): t with P(T <= t) = p.

@@ -51,7 +51,7 @@ class Config:
     first_seed: int = 0
     """Seed of the first base agent (the figure's left panel shows it)."""
     probe_seed: int = 3
-    """Seed of the probe batch's generator."""
+    """Seed of the probe batch's generator (offset by first_seed, so a new first seed draws anew)."""
     batch: int = 64
     """Batch size of the right panel: one 10-token trajectory and batch - 1 others."""
 
@@ -97,9 +97,9 @@ def probe_row(mask: torch.Tensor, rewards: torch.Tensor) -> dict:
     return row
 
 
-def run(config: Config, result: Result) -> None:
-    from pglab.trainers.tinyagent import sample_episodes
-
+def weight_table(config: Config, result: Result) -> list[dict]:
+    """The per-token weights and trajectory totals of every mode on the configured lengths; on the book's lengths
+    (4, 8, 24) the claims that they equal its printed table (exact: autograd of a closed form, to its digits)."""
     lengths = torch.tensor(config.lengths)
     mask = mask_of(lengths)
     norm_const = float(len(lengths) * int(lengths.max()))
@@ -112,14 +112,21 @@ def run(config: Config, result: Result) -> None:
             per_token, totals = BOOK_TABLE[mode]
             check_printed(result, f"weight table, {mode}: per-token weights and trajectory totals",
                           [float(x) for x in w[:, 0]] + [float(x) for x in w.sum(-1)], per_token + totals)
-    result.tables["weights"] = table
+    return table
+
+
+def run(config: Config, result: Result) -> None:
+    from pglab.trainers.tinyagent import sample_episodes
+
+    result.tables["weights"] = weight_table(config, result)
 
     rows, first = [], None
     with single_torch_thread():
         tokenizer = build_tokenizer(make_tasks("all"))
         for seed in range(config.first_seed, config.first_seed + config.seeds):
             model = make_base_agent(tokenizer, seed=seed)
-            probe = sample_episodes(model, tokenizer, make_tasks("train"), config.per_task, config.probe_seed)
+            probe = sample_episodes(model, tokenizer, make_tasks("train"), config.per_task,
+                                    config.probe_seed + config.first_seed)
             rows.append({"seed": seed, **probe_row(probe.action_mask.double(), probe.rewards.double())})
             first = first or probe
     result.tables["probe_batches"] = rows

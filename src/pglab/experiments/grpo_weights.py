@@ -188,7 +188,10 @@ def edge_weight(group_size: int, eps: float, sample: bool) -> float:
     return (1 - 1 / group_size) / (group_std(1, group_size, sample) + eps)
 
 
-def check_claims(result: Result, config: Config, audited: list[dict], curves: list[dict]) -> None:
+def check_claims(result: Result, config: Config, audited: list[dict]) -> None:
+    """The audited weights against the closed forms. The closed forms' own shape (symmetric about 1/2, largest at
+    the edges, 1 / sqrt(p (1 - p)) for large G) is arithmetic that no audit enters: a unit test
+    (tests/experiments/test_grpo_weights_closed_forms.py)."""
     tol = config.tolerance
     result.check_range("RLOO: largest |w - 1| over every G and audited p (audit and closed form)",
                        max(worst_gap(audited, "RLOO", lambda r: 1.0, key) for key in ("audited_weight",
@@ -205,20 +208,6 @@ def check_claims(result: Result, config: Config, audited: list[dict], curves: li
                        high=tol, tolerance=ROUNDOFF + "; batch std modelled as sqrt((G-1) / (6 G))")
     result.check_range("every estimator: largest bias left after the best scale (E[g] is w grad p, nothing else)",
                        max(r["scaled_bias"] for r in audited), high=tol, tolerance=ROUNDOFF)
-    for estimator in ("GRPO (population std)", "GRPO (sample std)"):
-        result.check_range(f"{estimator}, G >= 3: group sizes at which w(p) is not symmetric about 1/2 and strictly "
-                           f"decreasing on (0, 1/2] (largest as p -> 0 or 1)", shape_failures(curves, estimator),
-                           high=0, tolerance=f"exact closed form on {config.curve_points} pass rates")
-        sample = "sample" in estimator
-        result.check_range(f"{estimator}: largest w on the grid over w(0+) = (1 - 1/G) / (s_1 + eps), the supremum",
-                           max(r["weight"] / edge_weight(r["G"], config.eps, sample) for r in curves
-                               if r["estimator"] == estimator), high=1.0 + tol,
-                           tolerance="exact closed form; equality (to roundoff) only at G = 2, where w is constant")
-    middle = [r for r in curves if r["estimator"] == "GRPO (population std)" and abs(r["p"] - 0.5) < 1e-12]
-    gaps = [abs(r["weight"] - 2.0) for r in sorted(middle, key=lambda r: r["G"])]
-    result.check_range("GRPO (population std) at p = 1/2: group sizes at which |w - 2| (the large-G limit "
-                       "1 / sqrt(p (1-p))) fails to shrink as G grows", sum(b >= a for a, b in zip(gaps, gaps[1:])),
-                       high=0, tolerance=f"exact closed form at G = {', '.join(map(str, config.group_sizes))}")
 
 
 def run(config: Config, result: Result) -> None:
@@ -229,7 +218,7 @@ def run(config: Config, result: Result) -> None:
         f"and p = {', '.join(f'{p:g}' for p in config.audited_pass_rates)}.")
     audited = audit_rows(config)
     curves = curve_rows(config)
-    check_claims(result, config, audited, curves)
+    check_claims(result, config, audited)
     result.tables["audited"] = audited
     result.tables["curves"] = curves
     result.metrics.update({f"grpo_edge_over_middle_G{g}": edge_weight(g, config.eps, False)

@@ -21,6 +21,7 @@ from pglab.envs.enumerable import EnumerablePolicy
 from pglab.reporting.result import Result
 from pglab.runtime.options import SettingsError
 from pglab.runtime.progress import track
+from pglab.stats import chi2_upper_tail
 from pglab.trainers.enumerable import ascend_objective, train_sampled
 
 CONFIGURATIONS = [(kind, place, rtg, False) for place in ("reward", "loss") for kind in ("k1", "k2", "k3")
@@ -54,8 +55,12 @@ class Config:
     """Initial Adam step size (decays linearly to 0)."""
     fixed_point_steps: int = 1500
     """Adam steps along an objective's exact gradient to find the limit an estimator converges to."""
-    threshold: float = 0.05
-    """A trained policy 'ends at' a limit when its KL to it is below this many nats (lm-beta-optimum's bound)."""
+    apart: float = 1e-3
+    """Two policies are 'told apart' when their KL exceeds what a fit from the last steps' samples (see ``window``)
+    reaches with this probability (the chi-square quantile): a floor set by what training resolves."""
+    window: float = 0.1
+    """Share of the final steps whose samples a trained policy is compared with: it 'ends at' a limit when it is no
+    further from it than a maximum-likelihood fit from those samples (lm-beta-optimum's test)."""
     first_seed: int = 0
     """RNG seed of the weights and rewards (the GPT-2 policy uses first_seed + 1) and of training."""
 
@@ -198,24 +203,8 @@ def run(config: Config, result: Result) -> None:
     result.tables["training_curves"] = [{"configuration": name, "step": s, "kl_to_pi_star": kl}
                                         for name, curve in curves.items() for s, kl in curve]
     by_name = {r["trained with"]: r for r in training}
-    bound = (f"{config.threshold:g} nats (lm-beta-optimum's bound); KL by enumeration of every reply, after "
-             f"{config.train_steps} sampled steps")
-    result.check_range("k1 in the reward: KL(trained || pi*)", by_name["k1 in the reward"]["kl_to_pi_star"],
-                       high=config.threshold, tolerance=bound)
-    result.check_range("k3 in the loss: KL(trained || its tokenwise forward-KL limit)",
-                       by_name["k3 in the loss"]["kl_to_its_limit"], high=config.threshold, tolerance=bound)
-    limit = by_name["tokenwise forward-KL limit (exact)"]["kl_to_pi_star"]
-    result.check_range("k3 in the loss: KL(its limit || pi*) (the two limits are told apart by the bound)", limit,
-                       low=2 * config.threshold, tolerance="twice the bound; the limit found by "
-                       f"{config.fixed_point_steps} steps along the exact gradient")
-    star = by_name["pi* (exact)"]
-    ignored = by_name["k1 in the loss"]
-    result.check_range("k1 in the loss: KL(trained || pi*) (it ignores the KL price)", ignored["kl_to_pi_star"],
-                       low=2 * config.threshold, tolerance="twice the bound; KL by enumeration")
-    result.check_range("k1 in the loss: KL(trained || ref) minus KL(pi* || ref) (it overspends the KL)",
-                       ignored["kl_to_reference"] - star["kl_to_reference"], low=2 * config.threshold,
-                       tolerance="twice the bound; exact values of both policies")
-    result.metrics.update({"audits": len(rows), "k3_limit_kl_to_pi_star": limit})
+    limit, floor = training_claims(result, config, by_name)
+    result.metrics.update({"audits": len(rows), "k3_limit_kl_to_pi_star": limit, "told_apart_floor": floor})
 
     from pglab.reporting.plots import new_figure
 
@@ -223,10 +212,54 @@ def run(config: Config, result: Result) -> None:
     for name, curve in curves.items():
         ax.plot([s for s, _ in curve], [k for _, k in curve], marker="o", label=name)
     ax.axhline(limit, color="C1", ls=":", label="k3 limit's KL to pi*")
-    ax.axhline(config.threshold, color="C3", ls="--", label=f"{config.threshold:g} nats")
+    ax.axhline(floor, color="C3", ls="--", label=f"told apart: {floor:.2g} nats")
     ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("KL(pi || pi*) (nats)")
     ax.set_title(f"three KL placements, beta = {config.train_beta:g}")
     ax.legend(fontsize=8)
     result.figures["kl_to_optimum"] = fig
+
+
+def chi2_quantile(tail: float, dof: int) -> float:
+    """x with P(chi-square with ``dof`` >= x) = ``tail``, by bisection on :func:`pglab.stats.chi2_upper_tail`."""
+    low, high = 0.0, float(dof)
+    while chi2_upper_tail(high, dof) > tail:
+        low, high = high, 2 * high
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if chi2_upper_tail(middle, dof) > tail else (low, middle)
+    return high
+
+
+def training_claims(result: Result, config: Config, by_name: dict[str, dict]) -> tuple[float, float]:
+    """The three training runs' claims; returns (KL(k3 limit || pi*), the told-apart floor in nats).
+
+    Per prompt, 2 N KL of a maximum-likelihood fit of the K replies from N samples is a chi-square with K - 1 dof;
+    over P prompts, 2 N P times the mean KL has P (K - 1) dof: a run 'ends at' a limit when its KL is no larger than
+    such a fit's (a p-value), and two policies are 'told apart' when their KL exceeds the fit's 1 - apart quantile.
+    """
+    replies, per_prompt = config.vocab ** max(config.lengths), max(1, round(config.window * config.train_steps))
+    samples = per_prompt * config.train_group_size
+    dof, scale = config.prompts * (replies - 1), 2 * samples * config.prompts
+    fit = (f"a maximum-likelihood fit of each prompt's K = {replies} replies from the N = {samples} samples of the "
+           f"last {config.window:.0%} of {config.train_steps} sampled steps (2 N P KL a chi-square with {dof} dof); "
+           "KL by enumeration of every reply")
+    for name, key, target in (("k1 in the reward", "kl_to_pi_star", "pi*"),
+                              ("k3 in the loss", "kl_to_its_limit", "its tokenwise forward-KL limit")):
+        kl = by_name[name][key]
+        result.check_p(f"{name}: KL(trained || {target}), no further than a fit from the last steps' samples", kl,
+                       chi2_upper_tail(scale * kl, dof), f"a fit's mean {dof / scale:.3g}", f"p: {fit}")
+    floor = chi2_quantile(config.apart, dof) / scale
+    apart = f"a fit exceeds {floor:.3g} with probability {config.apart:g}: {fit}"
+    limit = by_name["tokenwise forward-KL limit (exact)"]["kl_to_pi_star"]
+    result.check_range("k3 in the loss: KL(its limit || pi*) (training tells the two limits apart)", limit,
+                       low=floor, tolerance=f"{apart}; the limit found by {config.fixed_point_steps} steps along the "
+                                            "exact gradient")
+    star, ignored = by_name["pi* (exact)"], by_name["k1 in the loss"]
+    result.check_range("k1 in the loss: KL(trained || pi*) (it ignores the KL price)", ignored["kl_to_pi_star"],
+                       low=floor, tolerance=apart)
+    result.check_range("k1 in the loss: KL(trained || ref) minus KL(pi* || ref) (it overspends the KL)",
+                       ignored["kl_to_reference"] - star["kl_to_reference"], low=floor,
+                       tolerance=f"{apart}; exact values of both policies")
+    return limit, floor

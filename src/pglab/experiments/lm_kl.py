@@ -63,10 +63,15 @@ class Config:
     """beta = 0 must cut the policy's entropy per token by at least this factor (the book: 6.1-fold)."""
     distinct_fold: float = 10.0
     """beta = 0 must cut distinct-1 by at least this factor (the book: 25-fold)."""
-    perplexity_ratio: float = 2.0
-    """beta = 0 must end with the reference perplexity at most this times its start (the book: 0.67)."""
-    sigmas: float = 2.0
-    """Claims hold by this many standard errors (one-sided, over seeds or over a run's held-out replies)."""
+    perplexity_ratio: float = BOOK["ref_perplexity_ratio"]
+    """beta = 0 must end with the reference perplexity at most this times its start: it falls, as the book's
+    (91 -> 61, 0.67) does; ours fell to 0.30 and 0.41 at first seeds 0 and 100."""
+    kl_drop: float = 0.1
+    """A higher beta must end each seed's exact KL at least this share below the lower beta's (a chosen floor, so
+    that a penalty with no effect fails; the drops measured at first seeds 0 and 100 were 21-70%)."""
+    reward_gain: float = 1.0
+    """The leash's held-out reward (sentiment log-odds) must rise by at least this much (the odds of a positive
+    review e-fold; a chosen floor that no learning fails; ours rose by 6.8-6.9 at first seeds 0 and 100)."""
 
     MIN_SEEDS: ClassVar[int] = 3
     QUICK: ClassVar[dict] = {"default_size": "quick", "steps": 20, "eval_every": 10, "eval_prompts": 8,
@@ -81,32 +86,32 @@ class Config:
 
 
 def mean_se(values: list[float]) -> tuple[float, float]:
-    """Mean and standard error of the mean over runs (ddof 1)."""
-    return float(np.mean(values)), float(np.std(values, ddof=1) / math.sqrt(len(values)))
+    """Mean and standard error of the mean over runs (ddof 1; floored at 1e-12, so that runs that agree exactly
+    make a claim that holds or fails by its sign)."""
+    return float(np.mean(values)), max(1e-12, float(np.std(values, ddof=1) / math.sqrt(len(values))))
 
 
 def fold_claims(result: Result, zero: dict[int, list[dict]], config: Config) -> None:
-    """beta = 0's collapse: entropy and distinct-1 fall by the configured folds, the reference perplexity does not
-    rise by more than its factor; each on the mean log-ratio over seeds, k se one-sided."""
-    k, n = config.sigmas, len(zero)
+    """beta = 0's collapse: entropy and distinct-1 fall by at least the configured folds, and the reference
+    perplexity falls to at most its configured ratio; each a one-sided Student's t on the mean log-ratio over
+    seeds."""
+    n = len(zero)
     specs = (("entropy", "entropy falls", config.entropy_fold, BOOK["entropy_fold"], 1),
              ("distinct_1", "distinct-1 falls", config.distinct_fold, BOOK["distinct_fold"], 1),
-             ("ref_perplexity", "reference perplexity ends within", config.perplexity_ratio,
+             ("ref_perplexity", "reference perplexity falls to", config.perplexity_ratio,
               BOOK["ref_perplexity_ratio"], -1))
     for key, what, target, book, sign in specs:
         logs = [sign * math.log(max(ev[0][key], 1e-12) / max(ev[-1][key], 1e-12)) for ev in zero.values()]
         # start / end for the folds (sign 1), end / start for the perplexity ratio (sign -1)
         m, se = mean_se(logs)
-        fold = math.exp(m)
-        result.metrics[f"beta0_{key}_fold" if sign > 0 else f"beta0_{key}_ratio"] = fold
-        origin = (f"{k:g} se of the mean log-ratio over {n} seeds (se = {se:.3f}); one-sided; the book's "
-                  f"{book:.2g}")
+        result.metrics[f"beta0_{key}_fold" if sign > 0 else f"beta0_{key}_ratio"] = math.exp(m)
+        origin = f"one-sided Student's t of the mean log-ratio over {n} seeds (se = {se:.3f}); the book's {book:.2g}"
         if sign > 0:
-            result.check_range(f"beta = 0: {what} at least {target:g}-fold (start / end, geometric mean over "
-                               "seeds)", fold, low=target * math.exp(k * se), tolerance=origin, full_size=True)
+            result.check_z(f"beta = 0: {what} at least {target:g}-fold (log of start / end, mean over seeds)", m,
+                           math.log(target), se, origin, side="at_least", dof=n - 1, full_size=True)
         else:
-            result.check_range(f"beta = 0: {what} {target:g}x of its start (end / start, geometric mean over "
-                               "seeds)", fold, high=target * math.exp(-k * se), tolerance=origin, full_size=True)
+            result.check_z(f"beta = 0: {what} at most {target:.2g}x its start (log of end / start, mean over seeds)",
+                           m, math.log(target), se, origin, side="at_most", dof=n - 1, full_size=True)
 
 
 def rl_config(config: Config, seed: int, beta: float):
@@ -160,7 +165,7 @@ def run(config: Config, result: Result) -> None:
 def claims(result: Result, evals: dict[tuple[int, float], list[dict]], config: Config) -> None:
     """Every claim of lm-kl from the evaluations of each (seed, beta) run (``train_lm``'s ``evals``). Only the k1
     claims mean something at quick size; the collapse, the KL order and the bounded KL need 300 steps."""
-    k, seeds = config.sigmas, sorted({seed for seed, _ in evals})
+    seeds = sorted({seed for seed, _ in evals})
     fold_claims(result, {seed: evals[seed, 0.0] for seed in seeds}, config)
     final_kl = {f"beta = {beta:g}": [evals[seed, beta][-1]["kl_exact"] for seed in seeds] for beta in config.betas}
     compare_seeds(result, "final exact KL", final_kl,
@@ -169,15 +174,18 @@ def claims(result: Result, evals: dict[tuple[int, float], list[dict]], config: C
         ends = [evals[seed, beta][-1] for beta in config.betas]
         for (low_beta, low), (high_beta, high) in zip(zip(config.betas, ends), zip(config.betas[1:], ends[1:])):
             se = math.hypot(low["kl_exact_se"], high["kl_exact_se"])
-            result.check_range(f"seed {seed}: final exact KL falls from beta = {low_beta:g} to {high_beta:g}",
-                               low["kl_exact"] - high["kl_exact"], low=k * se,
-                               tolerance=f"{k:g} se of the difference over the held-out replies, se = {se:.2g}",
-                               full_size=True)
-    beta = config.betas[1]
+            result.check_z(f"seed {seed}: final exact KL falls by at least {config.kl_drop:.0%} from beta = "
+                           f"{low_beta:g} to {high_beta:g}", low["kl_exact"] - high["kl_exact"],
+                           config.kl_drop * low["kl_exact"], se,
+                           f"one-sided, se of the difference over the held-out replies, se = {se:.2g}",
+                           side="at_least", full_size=True)
+    beta, n = config.betas[1], len(seeds)
     gains = [evals[seed, beta][-1]["reward"] - evals[seed, beta][0]["reward"] for seed in seeds]
     gain, se = mean_se(gains)
-    result.check_range(f"beta = {beta:g}: held-out reward rises (end - start, mean over seeds)", gain, low=k * se,
-                       tolerance=f"{k:g} se over {len(seeds)} seeds, se = {se:.2g}", full_size=True)
+    result.check_z(f"beta = {beta:g}: held-out reward rises by at least {config.reward_gain:g} (end - start, mean "
+                   "over seeds)", gain, config.reward_gain, se,
+                   f"one-sided Student's t over {n} seeds, se = {se:.2g}", side="at_least", dof=n - 1,
+                   full_size=True)
     growth, mid_steps = [], set()
     for seed in seeds:
         ev = evals[seed, beta]
@@ -185,17 +193,17 @@ def claims(result: Result, evals: dict[tuple[int, float], list[dict]], config: C
         growth.append(ev[-1]["kl_exact"] - mid["kl_exact"])
         mid_steps.add(mid["step"])
     m, se = mean_se(growth)
-    result.check_range(f"beta = {beta:g}: the KL stays bounded: exact KL at the end minus at step "
-                       f"{min(mid_steps)} (mean over seeds)", m, high=k * se,
-                       tolerance=f"{k:g} se over {len(seeds)} seeds (se = {se:.2g}), one-sided: the KL stops growing "
-                                 "in the second half of the run", full_size=True)
+    result.check_z(f"beta = {beta:g}: the KL stays bounded: exact KL at the end minus at step {min(mid_steps)} is at "
+                   "most 0 (mean over seeds)", m, 0.0, se,
+                   f"one-sided Student's t over {n} seeds (se = {se:.2g}): the KL stops growing in the second half "
+                   "of the run", side="at_most", dof=n - 1, full_size=True)
     result.metrics[f"beta{beta:g}_kl_bound"] = max(gain, 0.0) / beta
     for beta in config.betas:
         gaps = [evals[seed, beta][-1]["kl_k1"] - evals[seed, beta][-1]["kl_exact"] for seed in seeds]
         se = math.sqrt(sum(evals[seed, beta][-1]["kl_k1_se"] ** 2 for seed in seeds)) / len(seeds)
-        result.check_close(f"beta = {beta:g}: k1 estimate of the KL agrees with the exact KL (end, mean over seeds)",
-                           float(np.mean(gaps)), 0.0, 3 * se,
-                           tolerance=f"3 se of the mean k1 over the seeds' held-out replies, se = {se:.2g}")
+        result.check_z(f"beta = {beta:g}: k1 estimate of the KL agrees with the exact KL (end, mean over seeds)",
+                       float(np.mean(gaps)), 0.0, se, f"se of the mean k1 over the seeds' held-out replies, se = "
+                                                      f"{se:.2g}")
     for beta in config.betas:
         for when, i in (("start", 0), ("end", -1)):
             for key in ("reward", "kl_exact", "distinct_1", "entropy", "ref_perplexity"):

@@ -40,7 +40,7 @@ class Config:
     first_seed: int = 0
     """Seed of the first base agent."""
     sample_seed: int = 2
-    """Seed of the generator that samples the episodes."""
+    """Seed of the generator that samples the episodes (offset by first_seed, so a new first seed draws anew)."""
 
     MIN_SEEDS: ClassVar[int] = 3
     QUICK: ClassVar[dict] = {"per_task": 2, "seeds": 3}
@@ -77,7 +77,8 @@ def run(config: Config, result: Result) -> None:
         tokenizer = build_tokenizer(make_tasks("all"))
         for seed in range(config.first_seed, config.first_seed + config.seeds):
             model = make_base_agent(tokenizer, seed=seed)
-            batch = sample_episodes(model, tokenizer, make_tasks("train"), config.per_task, config.sample_seed)
+            batch = sample_episodes(model, tokenizer, make_tasks("train"), config.per_task,
+                                    config.sample_seed + config.first_seed)
             direct, norms = loss_gradients(model, batch)
             by = {OWNER_NAMES[code]: float(norms[batch.owner == code].mean()) for code in (PROMPT, POLICY, TOOL)}
             rows += [{"seed": seed, "positions": name, "count": int((batch.owner == code).sum()),
