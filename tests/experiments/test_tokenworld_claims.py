@@ -15,4 +15,4 @@ def test_a_dropped_leave_one_out_baseline_fails_the_spread(monkeypatch):
         result = get_experiment("tokenworld-training").run(quick=True, updates=25, robustness_lrs=(0.5,),
                                                            lambdas=(0.0, 0.95))
     failed = {c.claim for c in result.failed_checks()}
-    assert "leave-one-out, +5: sd over runs at update 25 vs llm-ch6 §6.10" in failed
+    assert "leave-one-out, +5: sd over runs at update 25 vs llm-ch6 §6.10 (log)" in failed
