@@ -211,13 +211,14 @@ def test_audit_json_naming_a_folder_is_refused_before_the_audit(tmp_path, capsys
     assert f"--json {tmp_path} is a folder; pass a file name" in one_line(capsys)
 
 
-def test_a_format_penalty_with_a_users_environment_is_refused(tmp_path, capsys):
-    assert main(["train-agent", "--env", "calc_env:make_env", "--format-penalty", "0.5", "--out", str(tmp_path)]) == 2
-    assert "--format-penalty prices BugFixEnv's malformed calls" in one_line(capsys)
-    from pglab.trainers.agent_config import AgentConfig
+def test_a_negative_format_penalty_is_refused_and_each_environment_gets_its_defaults(tmp_path, capsys):
+    assert main(["train-agent", "--env", "calc_env:make_env", "--format-penalty", "-1", "--out", str(tmp_path)]) == 2
+    assert "--format-penalty >= 0" in one_line(capsys)
+    from pglab.trainers.agent_config import USER_ENV, AgentConfig
     from pglab.trainers.tinyagent import FORMAT_PENALTY
 
-    assert AgentConfig(env="calc_env:make_env").format_penalty == 0.0
+    assert AgentConfig(env="calc_env:make_env").format_penalty == USER_ENV["format_penalty"]
+    assert AgentConfig(env="calc_env:make_env", format_penalty=0.25).format_penalty == 0.25
     assert AgentConfig().format_penalty == FORMAT_PENALTY
 
 

@@ -89,21 +89,21 @@ def _size(size: str) -> DefaultSize:
     return SIZES[size]
 
 
-def train_tokenizer(texts: list[str], vocab: int, whole_words: bool = False):
+def train_tokenizer(texts: list[str], vocab: int, whole_words: bool = False, pieces: str | None = None):
     """A byte-level BPE ``PreTrainedTokenizerFast`` trained on ``texts``, end-of-text as eos/bos/pad.
 
     ``whole_words``: merges may cross punctuation inside a space-separated word (``fix_init``,
     ``</call>`` can become one token); by default GPT-2's pre-tokenizer splits letters from
-    punctuation first.
+    punctuation first. ``pieces`` (a regex; overrides ``whole_words``): merges stay inside its matches.
     """
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(r" ?[^\s]+|\s+"), behavior="isolated"),
+        pre_tokenizers.Split(Regex(pieces or r" ?[^\s]+|\s+"), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ]) if whole_words else pre_tokenizers.ByteLevel(add_prefix_space=False)
+    ]) if whole_words or pieces else pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=[EOS], show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())

@@ -23,26 +23,29 @@ class AgentConfig:
     are accepted for ``--steps`` and ``--group-size``)."""
 
     model: str = "default"
-    """default (the embedded tiny GPT-2 agent) or a folder written by save_pretrained, with its tokenizer."""
+    """default (the embedded tiny GPT-2 agent: BugFixEnv's in bugfix, the tool-use agent elsewhere) or a folder
+    written by save_pretrained, with its tokenizer."""
     default_size: str = "full"
     """Size of the embedded default when model is default: full, or quick (seconds to build; --quick uses it)."""
     env: str = "bugfix"
     """bugfix, or module:factory, a function returning a text-turn environment (the current folder is importable)."""
-    advantage: str = "reinforce"
-    """reinforce (EMA baseline) | rloo | grpo | dr_grpo (groups of --group-size episodes of one task)."""
+    advantage: str | None = None
+    """reinforce (EMA baseline) | rloo | grpo | dr_grpo (groups of --group-size episodes of one task); None:
+    reinforce in bugfix, USER_ENV's (the sweep's) elsewhere."""
     beta: float = 0.0
     """Price of one nat of KL to the starting policy, k1 per token in the reward (0: no reference pass)."""
     format_penalty: float | None = None
-    """Cost of a malformed call in training, on that call's own tokens (BugFixEnv only: your environment's reward
-    is its own; None: the swept value FORMAT_PENALTY in BugFixEnv, 0 in yours)."""
-    steps: int = option(80, aliases=("max-steps",))
-    """Optimiser steps."""
-    episodes_per_step: int = 64
-    """Episodes per step (the global batch under torchrun)."""
+    """Cost of a malformed call in training, on that call's own tokens (in bugfix as BugFixEnv judges it; elsewhere
+    a call that is not <call> TOOL ... </call> with TOOL a tool the prompt names); None: the swept value
+    FORMAT_PENALTY in bugfix, USER_ENV's elsewhere."""
+    steps: int | None = option(None, aliases=("max-steps",))
+    """Optimiser steps (None: 80 in bugfix, USER_ENV's elsewhere)."""
+    episodes_per_step: int | None = None
+    """Episodes per step, the global batch under torchrun (None: 64 in bugfix, USER_ENV's elsewhere)."""
     group_size: int = option(4, aliases=("num-generations",))
     """Episodes per drawn task for rloo, grpo and dr_grpo."""
-    learning_rate: float = 2e-3
-    """Adam step size."""
+    learning_rate: float | None = None
+    """Adam step size (None: 2e-3 in bugfix, USER_ENV's elsewhere)."""
     loss: str = "reinforce"
     """The surrogate: reinforce (-A log pi) | ppo | gspo | gspo-token | gmpo | cispo | sapo | dppo (docs/losses.md)."""
     epsilon: float | None = None
@@ -74,8 +77,9 @@ class AgentConfig:
     """cpu | cuda."""
 
     def __post_init__(self) -> None:
-        if self.format_penalty is None:
-            self.format_penalty = FORMAT_PENALTY if self.env == "bugfix" else 0.0
+        for name, value in (BUGFIX if self.env == "bugfix" else USER_ENV).items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
         self.validate()
 
     def validate(self) -> None:
@@ -90,9 +94,6 @@ class AgentConfig:
                                 f"{self.staleness}")
         if self.seed < 0 or self.beta < 0 or not 0 <= self.format_penalty < float("inf") or self.learning_rate <= 0:
             raise SettingsError("pass --seed >= 0, --beta >= 0, --format-penalty >= 0 and --learning-rate > 0")
-        if self.env != "bugfix" and self.format_penalty:
-            raise SettingsError(f"--format-penalty prices BugFixEnv's malformed calls, and --env {self.env} rewards "
-                                "its own way: drop --format-penalty (or charge malformed calls in your step's reward)")
         for name, value, known in (("advantage", self.advantage, KINDS), ("default-size", self.default_size,
                                    tuple(DEFAULT_AGENT)), ("device", self.device, ("cpu", "cuda"))):
             if value not in known:
@@ -117,6 +118,13 @@ def check_model_folder(model: str) -> None:
                             "tokenizer.save_pretrained(folder)")
 
 
+BUGFIX = {"advantage": "reinforce", "format_penalty": FORMAT_PENALTY, "steps": 80, "episodes_per_step": 64,
+          "learning_rate": 2e-3}
+"""The defaults in BugFixEnv (the demo's schedule and the format-penalty sweep of docs/results/format_penalty.md)."""
+USER_ENV = {"advantage": "rloo", "format_penalty": 0.1, "steps": 60, "episodes_per_step": 32, "learning_rate": 3e-3}
+"""The defaults in any other environment, from the sweep over several small tool environments
+(docs/results/agent-sweep/)."""
+
 QUICK = {"steps": 3, "episodes_per_step": 8, "eval_every": 3, "eval_per_task": 1}
 """``--quick``: a first look in seconds (and what CI runs)."""
 
@@ -131,5 +139,18 @@ DEFAULT_AGENT = {
 """The embedded default agent's recipes (each its own cache key): ``full`` has TinyAgent's shape and
 behaviour-cloning schedule; ``quick`` (``--quick`` and the tests) is built in seconds."""
 
+TOOL_PIECES = r" ?</?[A-Za-z]+>| ?[A-Za-z]+| ?\d|\s+|[^\sA-Za-z\d]+"
+"""The tool-use agent's BPE merges inside these pieces: a tag (``<call>``), a run of letters, one digit (each with
+the space before it), spaces, punctuation; so a number is copied digit by digit."""
+TOOL_AGENT = {
+    "full": {"corpus": 8000, "vocab": 768, "pieces": TOOL_PIECES, "layers": 2, "width": 64, "heads": 4,
+             "positions": 1024, "steps": 1000, "batch_size": 32, "lr": 5e-3, "max_obs_tokens": 96, "seed": 0},
+    "quick": {"corpus": 800, "vocab": 384, "pieces": TOOL_PIECES, "layers": 2, "width": 32, "heads": 2,
+              "positions": 1024, "steps": 160, "batch_size": 16, "lr": 1e-2, "max_obs_tokens": 96, "seed": 0},
+}
+"""The tool-use agent's recipes (``--model default`` in every environment but bugfix): a BPE and a GPT-2
+behaviour-cloned on procedural tool-use transcripts (:mod:`pglab.envs.tooluse`)."""
 
-__all__ = ["DEFAULT_AGENT", "QUICK", "AgentConfig", "check_model_folder"]
+
+__all__ = ["BUGFIX", "DEFAULT_AGENT", "QUICK", "TOOL_AGENT", "TOOL_PIECES", "USER_ENV", "AgentConfig",
+           "check_model_folder"]

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from pglab.batch import TokenBatch
+from pglab.envs.tooluse import prompt_tools, well_formed
 from pglab.estimators import EMABaseline
 from pglab.estimators.advantages import uses_groups
 from pglab.models.policy import TokenPolicy
@@ -153,16 +154,28 @@ def draw_keys(keys: Sequence[Any], batch_size: int, group_size: int, generator: 
     return [keys[i] for i in index for _ in range(group_size)]
 
 
+def malformed_calls(log: Any) -> list[bool]:
+    """Which calls of a collected episode (its EpisodeLog) are malformed: as BugFixEnv's record says, or in another
+    environment each call that is not ``<call> TOOL ... </call>`` with TOOL a tool the prompt names in that syntax
+    (:func:`~pglab.envs.tooluse.well_formed`); a final reply ended by end-of-text without ``<call>`` is no call, and
+    a prompt that names no tool judges none."""
+    if log.record is not None:
+        return list(log.record.invalid)
+    tools = prompt_tools(log.prompt)
+    return [bool(tools) and not well_formed(call, tools) and not (stop == "eos" and "<call>" not in call)
+            for call, stop in zip(log.calls, log.stops)]
+
+
 def format_costs(batch: TokenBatch, cost: float) -> TokenBatch:
-    """``batch`` with -``cost`` on the last token of every malformed call of a BugFixEnv episode, in
+    """``batch`` with -``cost`` on the last token of every malformed call (:func:`malformed_calls`), in
     ``token_rewards`` [B, T] (reward-to-go past the baseline, not the episode's score); unchanged when no
     call costs anything. The trainer's reward shaping (agents-ch6 §6.5): the environment only reports
-    which calls were malformed."""
+    which calls were malformed, or the prompt names the tools."""
     if not cost:
         return batch
     placed = torch.zeros_like(batch.action_mask)
     for b, log in enumerate(batch.info):
-        for end, malformed in zip(log.call_ends, log.record.invalid):
+        for end, malformed in zip(log.call_ends, malformed_calls(log)):
             if malformed:
                 placed[b, end] -= cost
     return dataclasses.replace(batch, token_rewards=placed) if bool(placed.any()) else batch
@@ -280,4 +293,4 @@ def train_episodes(policy: TokenPolicy, source: EpisodeSource, settings: Reinfor
 
 
 __all__ = ["FORMAT_PENALTY", "LOG", "Collect", "EpisodeReinforce", "EpisodeSource", "ReinforceSettings",
-           "check_format_penalty", "draw_keys", "format_costs", "train_episodes"]
+           "check_format_penalty", "draw_keys", "format_costs", "malformed_calls", "train_episodes"]

@@ -17,8 +17,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
+import random
 import shutil
 import tempfile
 import time
@@ -31,17 +33,19 @@ import torch
 
 from pglab.batch import TokenBatch
 from pglab.envs.bugfix import CALLS, BugFixEnv, make_tasks, scripted_policy, scripted_rollout
-from pglab.envs.text import TextTurnEnv, env_factory
+from pglab.envs.text import TextTurnEnv, check_reset, check_step, env_factory
+from pglab.envs.tooluse import VERSION, Transcript, corpus
 from pglab.models.default_lm import cache_root, train_tokenizer
 from pglab.models.hf import load_causal_lm
 from pglab.models.policy import HFPolicy, TokenPolicy
 from pglab.models.tokenizer import environment_texts
 from pglab.runtime.distributed import process_group, world, wrap
+from pglab.runtime.options import SettingsError
 from pglab.runtime.progress import track
 from pglab.runtime.threads import single_torch_thread
 from pglab.sampling.episodes import collate, collect_episodes, episode_stats
 from pglab.sampling.text_episodes import TextLayout, encode_text_episode
-from pglab.trainers.agent_config import DEFAULT_AGENT, QUICK, AgentConfig
+from pglab.trainers.agent_config import DEFAULT_AGENT, QUICK, TOOL_AGENT, AgentConfig
 from pglab.trainers.cloning import behaviour_cloning
 from pglab.trainers.episodes import EpisodeSource, ReinforceSettings, format_costs, train_episodes
 from pglab.trainers.loop import RunSettings
@@ -73,29 +77,11 @@ def demonstrations(layout: TextLayout, kinds: Sequence[str], episodes_per_task: 
                    [e.reward for e in episodes], pad, info=[dict(e.info) for e in episodes])
 
 
-def default_agent_dir(size: str = "full") -> Path:
-    """Where the default agent of ``size`` (full | quick) lives, built or not."""
-    if size not in DEFAULT_AGENT:
-        raise ValueError(f"unknown default agent size {size!r}; pass one of {', '.join(DEFAULT_AGENT)}")
-    recipe = {**DEFAULT_AGENT[size], "torch": torch.__version__}
-    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:10]
-    return cache_root() / f"agent-default-{size}-{digest}"
-
-
-def build_default_agent(folder: Path, size: str = "full", progress: bool = True) -> dict[str, Any]:
-    """Train the BPE, build the GPT-2, behaviour-clone it, and save both into ``folder``; returns stats."""
+def clone_gpt2(tokenizer: Any, data: TokenBatch, spec: dict) -> tuple[torch.nn.Module, list[float]]:
+    """A GPT-2 of ``spec``'s shape behaviour-cloned on ``data``'s policy tokens -> (model, losses)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    spec = DEFAULT_AGENT[size]
-    steps = iter(track(range(3), "building the default agent (tokenizer, demonstrations, cloning)", total=3)
-                 if progress else range(3))
-    next(steps)
-    tokenizer = train_tokenizer(bugfix_texts(), spec["vocab"], whole_words=spec["whole_words"])
     eos = tokenizer.eos_token_id
-    next(steps)
-    data = demonstrations(TextLayout(tokenizer, chat=False, max_obs_tokens=spec["max_obs_tokens"]), spec["kinds"],
-                          spec["episodes_per_task"], spec["seed"])
-    next(steps)
     config = GPT2Config(vocab_size=len(tokenizer), n_positions=spec["positions"], n_embd=spec["width"],
                         n_layer=spec["layers"], n_head=spec["heads"], resid_pdrop=0.0, embd_pdrop=0.0,
                         attn_pdrop=0.0, bos_token_id=eos, eos_token_id=eos, pad_token_id=eos)
@@ -104,7 +90,12 @@ def build_default_agent(folder: Path, size: str = "full", progress: bool = True)
         model = GPT2LMHeadModel(config).eval()
         losses = behaviour_cloning(model, data, spec["steps"], spec["batch_size"], spec["lr"],
                                    torch.Generator().manual_seed(spec["seed"]))
-    list(steps)
+    return model, losses
+
+
+def save_agent(folder: Path, model: torch.nn.Module, tokenizer: Any, data: TokenBatch, losses: list[float],
+               spec: dict) -> dict[str, Any]:
+    """Save the model and tokenizer into ``folder`` with ``agent.json`` (the recipe and the cloning's stats)."""
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     stats = {"recipe": spec, "demonstrations": data.batch_size, "longest": int(data.attention_mask.sum(-1).max()),
@@ -113,15 +104,66 @@ def build_default_agent(folder: Path, size: str = "full", progress: bool = True)
     return stats
 
 
-def ensure_default_agent(size: str = "full", progress: bool = True) -> Path:
-    """The default agent's folder, built on first use (in a temporary folder, renamed into place)."""
-    folder = default_agent_dir(size)
+def build_default_agent(folder: Path, size: str = "full", progress: bool = True) -> dict[str, Any]:
+    """Train the BPE, build the GPT-2, behaviour-clone it, and save both into ``folder``; returns stats."""
+    spec = DEFAULT_AGENT[size]
+    steps = iter(track(range(3), "building the default agent (tokenizer, demonstrations, cloning)", total=3)
+                 if progress else range(3))
+    next(steps)
+    tokenizer = train_tokenizer(bugfix_texts(), spec["vocab"], whole_words=spec["whole_words"])
+    next(steps)
+    data = demonstrations(TextLayout(tokenizer, chat=False, max_obs_tokens=spec["max_obs_tokens"]), spec["kinds"],
+                          spec["episodes_per_task"], spec["seed"])
+    next(steps)
+    model, losses = clone_gpt2(tokenizer, data, spec)
+    list(steps)
+    return save_agent(folder, model, tokenizer, data, losses, spec)
+
+
+def transcripts_batch(layout: TextLayout, transcripts: Sequence[Transcript]) -> TokenBatch:
+    """Scripted transcripts encoded as the collector lays episodes out (the calls are the policy tokens)."""
+    return collate([encode_text_episode(layout, t.prompt, t.calls, t.observations) for t in transcripts],
+                   [0.0] * len(transcripts), layout.pad_id)
+
+
+def build_tool_agent(folder: Path, size: str = "full", progress: bool = True) -> dict[str, Any]:
+    """The tool-use agent: a BPE and a GPT-2 cloned on procedural tool-use transcripts (:mod:`pglab.envs.tooluse`),
+    saved into ``folder``; returns stats."""
+    spec = TOOL_AGENT[size]
+    steps = iter(track(range(3), "building the tool-use agent (corpus and tokenizer, encoding, cloning)", total=3)
+                 if progress else range(3))
+    next(steps)
+    transcripts = corpus(spec["corpus"], spec["seed"])
+    texts = ["\n".join([t.prompt, *(f"{c}\n<obs> {o} </obs>" for c, o in zip(t.calls, t.observations))])
+             for t in transcripts]
+    tokenizer = train_tokenizer(texts, spec["vocab"], pieces=spec["pieces"])
+    next(steps)
+    data = transcripts_batch(TextLayout(tokenizer, chat=False, max_obs_tokens=spec["max_obs_tokens"]), transcripts)
+    next(steps)
+    model, losses = clone_gpt2(tokenizer, data, spec)
+    list(steps)
+    return save_agent(folder, model, tokenizer, data, losses, spec)
+
+
+def agent_dir(kind: str, size: str = "full") -> Path:
+    """Where the embedded agent ``kind`` (default | tool) of ``size`` (full | quick) lives, built or not."""
+    recipes = {"default": DEFAULT_AGENT, "tool": TOOL_AGENT}[kind]
+    if size not in recipes:
+        raise ValueError(f"unknown default agent size {size!r}; pass one of {', '.join(recipes)}")
+    recipe = {**recipes[size], "torch": torch.__version__, **({"corpus": VERSION} if kind == "tool" else {})}
+    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:10]
+    return cache_root() / f"agent-{kind}-{size}-{digest}"
+
+
+def ensure_agent(kind: str, size: str = "full", progress: bool = True) -> Path:
+    """The embedded agent's folder, built on first use (in a temporary folder, renamed into place)."""
+    folder = agent_dir(kind, size)
     if (folder / "agent.json").exists():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
     try:
-        build_default_agent(tmp, size, progress)
+        {"default": build_default_agent, "tool": build_tool_agent}[kind](tmp, size, progress)
         try:
             os.replace(tmp, folder)
         except OSError:
@@ -132,11 +174,21 @@ def ensure_default_agent(size: str = "full", progress: bool = True) -> Path:
     return folder
 
 
+def default_agent_dir(size: str = "full") -> Path:
+    """Where the BugFixEnv default agent of ``size`` (full | quick) lives, built or not."""
+    return agent_dir("default", size)
+
+
+def ensure_default_agent(size: str = "full", progress: bool = True) -> Path:
+    """The BugFixEnv default agent's folder, built on first use."""
+    return ensure_agent("default", size, progress)
+
+
 def text_collector(layout: TextLayout, make_env: Callable[[str], TextTurnEnv],
                    format_penalty: float = 0.0) -> Callable[[TokenPolicy, list, torch.Generator, bool], TokenBatch]:
     """The ``collect`` of ``train_episodes`` for keys (split, seed): one fresh environment per episode.
 
-    ``format_penalty`` (BugFixEnv only) costs each malformed call of a training episode
+    ``format_penalty`` costs each malformed call of a training episode
     (:func:`~pglab.trainers.episodes.format_costs`).
     """
 
@@ -152,10 +204,60 @@ USER_TRAIN_SEEDS, USER_HELDOUT_SEEDS = range(100_000), range(10**6, 10**6 + 8)
 """Task seeds of a user's environment: training draws, and the fixed held-out set."""
 
 
+WARM_START = {"tasks": 64, "episodes_per_task": 2, "max_turns": 16, "steps": 100, "batch_size": 16, "lr": 3e-3}
+"""The warm start on an environment's scripted play: episodes on the first training seeds, then behaviour cloning."""
+
+
+def has_hooks(env: Any) -> bool:
+    """Whether ``env`` offers scripted play: ``demonstrations(seed)`` or ``sample_call(rng)``."""
+    return any(callable(getattr(env, name, None)) for name in ("demonstrations", "sample_call"))
+
+
+def scripted_transcript(env: Any, seed: int, rng: random.Random, max_turns: int) -> Transcript:
+    """One episode of ``env``'s scripted play on task ``seed``: the calls of ``demonstrations(seed)`` when it has
+    them, else ``sample_call(rng)`` until the environment says done (at most ``max_turns`` calls)."""
+    prompt = check_reset(env.reset(seed), "--env: reset")
+    demonstrated = callable(getattr(env, "demonstrations", None))
+    planned = iter(env.demonstrations(seed)) if demonstrated else iter(lambda: env.sample_call(rng), None)
+    calls, observations = [], []
+    for call in itertools.islice(planned, max_turns):
+        if not isinstance(call, str):
+            raise SettingsError(f"--env: {'demonstrations' if demonstrated else 'sample_call'} must give call texts "
+                                f"(str), got {type(call).__name__}")
+        observation, _, done, _ = check_step(env.step(call), "--env: step")
+        calls.append(call)
+        observations.append(observation)
+        if done:
+            break
+    return Transcript(prompt, tuple(calls), tuple(observations))
+
+
+def warm_start(model: torch.nn.Module, layout: TextLayout, make_env: Callable[[str], TextTurnEnv],
+               seed: int) -> dict[str, Any] | None:
+    """Behaviour-clone ``model`` on the environment's scripted play (:func:`has_hooks`) on training seeds, laid out
+    as the collector lays episodes out (agents-ch6 §6.2) -> stats; None (and nothing done) without hooks."""
+    if not has_hooks(make_env("train")):
+        return None
+    spec, rng = WARM_START, random.Random(seed)
+    transcripts = [scripted_transcript(make_env("train"), task, rng, spec["max_turns"])
+                   for task in USER_TRAIN_SEEDS[:spec["tasks"]] for _ in range(spec["episodes_per_task"])]
+    transcripts = [t for t in transcripts if t.calls]
+    if not transcripts:
+        raise SettingsError("--env: the scripted play (demonstrations or sample_call) gave no call; return call texts")
+    data = transcripts_batch(layout, transcripts)
+    with torch.random.fork_rng(devices=[]), single_torch_thread():
+        torch.manual_seed(seed)
+        losses = behaviour_cloning(model.train(), data, spec["steps"], spec["batch_size"], spec["lr"],
+                                   torch.Generator().manual_seed(seed))
+    model.eval()
+    return {"episodes": len(transcripts), "final_loss": sum(losses[-10:]) / len(losses[-10:])}
+
+
 def load_agent(cfg: AgentConfig, progress: bool) -> tuple[torch.nn.Module, Any]:
     """(model, tokenizer) of --model: the embedded default (built on first use) or a save_pretrained folder (which
     AgentConfig checked when it was made)."""
-    folder = str(ensure_default_agent(cfg.default_size, progress)) if cfg.model == "default" else cfg.model
+    kind = "default" if cfg.env == "bugfix" else "tool"
+    folder = str(ensure_agent(kind, cfg.default_size, progress)) if cfg.model == "default" else cfg.model
     model, tokenizer = load_causal_lm(folder)
     return model.eval(), tokenizer
 
@@ -180,7 +282,7 @@ def reinforce_settings(cfg: AgentConfig) -> ReinforceSettings:
 
 def episode_source(cfg: AgentConfig, layout: TextLayout, make_env: Callable[[str], TextTurnEnv]) -> EpisodeSource:
     """The episodes of ``cfg``'s environment in ``layout``, their stats and the held-out headline."""
-    collect = text_collector(layout, make_env, cfg.format_penalty if cfg.env == "bugfix" else 0.0)
+    collect = text_collector(layout, make_env, cfg.format_penalty)
     return EpisodeSource(collect, *task_keys(cfg), stats=partial(episode_stats, call_stops=True),
                          headline="pass_rate" if cfg.env == "bugfix" else "reward",
                          token_text=text_of(layout.tokenizer.decode))
@@ -203,9 +305,13 @@ def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resum
     with process_group(cfg.device) as device:
         started = time.perf_counter()
         model, tokenizer = load_agent(cfg, progress and world()[0] == 0)
-        model.to(device)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id or 0
         layout = TextLayout(tokenizer, max_obs_tokens=cfg.max_obs_tokens, max_call_tokens=cfg.max_call_tokens)
+        warmed = warm_start(model, layout, make_env, cfg.seed)
+        if warmed is not None:
+            echo(f"warm start: behaviour-cloned on {warmed['episodes']} episodes of the environment's scripted play "
+                 f"(final loss {warmed['final_loss']:.3f})")
+        model.to(device)
         source = episode_source(cfg, layout, make_env)
         measured = {"train": source.train_keys[:len(source.heldout_keys)] if cfg.env != "bugfix" else
                     source.train_keys, "heldout": source.heldout_keys}
@@ -233,6 +339,8 @@ def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resum
     return {"config": cfg, "before": before, "after": after, "run": run, "seconds": time.perf_counter() - started}
 
 
-__all__ = ["DEFAULT_AGENT", "QUICK", "USER_HELDOUT_SEEDS", "USER_TRAIN_SEEDS", "AgentConfig", "load_agent",
-           "task_keys", "train_agent", "build_default_agent", "bugfix_texts", "default_agent_dir",
-           "demonstrations", "ensure_default_agent", "episode_source", "reinforce_settings", "text_collector"]
+__all__ = ["DEFAULT_AGENT", "QUICK", "USER_HELDOUT_SEEDS", "USER_TRAIN_SEEDS", "WARM_START", "AgentConfig",
+           "agent_dir", "build_default_agent", "build_tool_agent", "bugfix_texts", "clone_gpt2", "default_agent_dir",
+           "demonstrations", "ensure_agent", "ensure_default_agent", "episode_source", "has_hooks", "load_agent",
+           "reinforce_settings", "save_agent", "scripted_transcript", "task_keys", "text_collector", "train_agent",
+           "transcripts_batch", "warm_start"]

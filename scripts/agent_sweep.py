@@ -1,0 +1,75 @@
+"""agent_sweep.py OUT [--acceptance] [--minutes M]: train-agent's defaults for user environments, swept and checked.
+
+Without --acceptance: the sweep of the learning rate, the advantage and the format cost over the small tool
+environments of tests/support/tool_envs.py (seed 0, short runs, one at a time). With --acceptance: the default
+settings (AgentConfig's USER_ENV) on each environment at seeds 0 and 1. Each run is measured on the 8 held-out seeds
+x 8 episodes before and after training; OUT gets runs.json (one row per run, with the command) and report.md.
+"""
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from pglab.runtime.progress import track  # noqa: E402
+from pglab.trainers.agent_config import USER_ENV, AgentConfig  # noqa: E402
+from pglab.trainers.hf_agent import train_agent  # noqa: E402
+from support.tool_envs import ENVS  # noqa: E402
+
+GRID = {"learning_rate": (1e-3, 3e-3), "advantage": ("reinforce", "rloo"), "format_penalty": (0.0, 0.1)}
+"""The swept settings (the rest at USER_ENV's)."""
+SWEEP_SCHEDULE = {"steps": 30, "episodes_per_step": 32}
+"""The sweep's short runs."""
+
+
+def run_one(env: str, settings: dict, seed: int, out: Path) -> dict:
+    """One train-agent run -> its row: the settings, held-out and training reward before and after, seconds."""
+    cfg = AgentConfig(env=f"support.tool_envs:{env}", seed=seed, **settings)
+    started = time.perf_counter()
+    name = "-".join([env, f"seed{seed}", *(f"{k}{v}" for k, v in sorted(settings.items()))])
+    trained = train_agent(cfg, out / name, progress=False)
+    reward = {f"{agent}_{split}": round(float(batches[split].rewards.mean()), 4)
+              for agent, batches in (("base", trained["before"]), ("trained", trained["after"]))
+              for split in ("train", "heldout")}
+    return {"env": env, "seed": seed, **{k: getattr(trained["config"], k) for k in USER_ENV}, **reward,
+            "heldout_gain": round(reward["trained_heldout"] - reward["base_heldout"], 4),
+            "seconds": round(time.perf_counter() - started, 1)}
+
+
+def plan(acceptance: bool) -> list[tuple[str, dict, int]]:
+    """(env, settings, seed) of every run."""
+    if acceptance:
+        return [(env, {}, seed) for env in ENVS for seed in (0, 1)]
+    return [(env, {**SWEEP_SCHEDULE, **dict(zip(GRID, values))}, 0)
+            for values in itertools.product(*GRID.values()) for env in ENVS]
+
+
+def markdown(rows: list[dict], command: str) -> str:
+    keys = list(rows[0])
+    lines = [f"`{command}` (one run at a time on a shared 2-core machine)", "", "| " + " | ".join(keys) + " |",
+             "|" + "---|" * len(keys)]
+    return "\n".join(lines + ["| " + " | ".join(str(r[k]) for k in keys) + " |" for r in rows]) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("out")
+    parser.add_argument("--acceptance", action="store_true")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    command = "python scripts/agent_sweep.py " + " ".join(sys.argv[1:])
+    rows = []
+    for env, settings, seed in track(plan(args.acceptance), "train-agent runs"):
+        rows.append(run_one(env, settings, seed, out / "runs"))
+        (out / "runs.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
+        (out / "report.md").write_text(markdown(rows, command))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+"""Procedural tool-use transcripts: the pre-training corpus of the tool-use agent, and the call syntax's checks.
+
+A generator (pure functions of a ``random.Random``) invents small tasks in pglab's call syntax
+(``<call> TOOL ARG ... </call>``): random tool names from a word list, argument placeholders of two kinds
+(numbers: ``A``, ``B``, ``N``, ...; words: ``WORD``, ``NAME``, ...), a question holding numbers and words, and a
+prompt in one of several templates (the calculator of docs/agents.md, a tool list as the TRL adapter writes it,
+reasoning-gym's instruction, a one-turn choice). Each transcript is **scripted random play** (well-formed and
+unskilled, agents-ch6 §6.2): every call names a tool of the prompt, its arguments are values of the right kind
+copied from the question or from earlier observations, a random tool world answers (a number, a word, an error,
+``done``), and the episode ends with an answer-like tool whose argument is often the last observation.
+
+:func:`prompt_tools` and :func:`well_formed` are the generic format check of a call against the tools a prompt
+names (the format cost of ``train-agent`` outside BugFixEnv).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+VERSION = 2
+"""The generator's version: part of the tool-use agent's cache key (bump it when a transcript changes)."""
+TOOL_NAMES = ("add", "sum", "plus", "multiply", "times", "subtract", "minus", "divide", "double", "square",
+              "increment", "decrement", "lookup", "get", "find", "search", "query", "fetch", "read", "open",
+              "reverse", "upper", "lower", "count", "length", "spell", "check", "verify", "test", "compare",
+              "convert", "translate", "move", "push", "pop", "store", "load", "roll", "flip", "step", "ask",
+              "calc", "compute", "eval", "parse", "split", "join", "sort", "list", "show")
+"""Names of the tools a task may offer (besides the answer-like ones)."""
+ANSWER_TOOLS = ("answer", "submit", "guess", "reply", "finish", "final", "respond", "report", "done", "solve")
+"""Names of the tools that end an episode."""
+NUMBER_SLOTS = ("A", "B", "C", "N", "M", "X", "Y", "K", "n", "x", "value", "step", "amount", "number", "a", "b")
+"""Placeholders of a number argument."""
+WORD_SLOTS = ("WORD", "NAME", "KEY", "TEXT", "word", "name", "key", "city", "item", "query", "color", "s")
+"""Placeholders of a word argument."""
+ANSWER_SLOTS = ("ANSWER", "answer", "RESULT", "result", "value", "N", "X", "text")
+"""Placeholders of an answer tool's argument (a number or a word)."""
+WORDS = ("apple", "river", "stone", "cloud", "tiger", "lemon", "piano", "robot", "candle", "forest", "silver",
+         "rabbit", "mirror", "garden", "planet", "window", "orange", "castle", "pencil", "bridge", "yellow", "dragon",
+         "winter", "summer", "ocean", "paper", "green", "blue", "red", "black", "white", "north", "south", "alice",
+         "bob", "carol", "dave", "paris", "tokyo", "lima", "oslo", "cairo", "delta", "gamma", "omega", "alpha",
+         "cat", "dog", "fox", "owl", "bee", "sun", "moon", "star", "key", "box", "cup", "hat", "map", "pen")
+"""Words a question may hold (and a random tool world may answer)."""
+CHOICES = (("yes", "no"), ("true", "false"), ("left", "right"), ("up", "down"), ("even", "odd"), ("on", "off"),
+           ("high", "low"), ("a", "b"))
+"""The options of a one-turn choice."""
+ERRORS = ("error: wrong arguments", "error: unknown key", "error: malformed call", "error: not found",
+          "error: expected a number")
+"""What a random tool world answers to a call it refuses."""
+DESCRIPTIONS = ("Add a value to the counter.", "Look up a key.", "Return the result.", "Check the value.",
+                "Compute the value of the arguments.", "Read an entry.", "Submit the final answer.",
+                "Search for a word.", "Change the state.", "Count the letters.")
+"""First docstring lines of the tools in a TRL-style tool list."""
+ANSWER_PRIOR = (("answer", 0.35), ("submit", 0.25))
+"""The answer tools most environments use, and how often an invented task uses each (the rest: ANSWER_TOOLS)."""
+INVENTED = 0.5
+"""The share of tool names and words that are invented (random syllables): copying, not recall, predicts them."""
+_CALL_NAME = re.compile(r"<call>\s*([A-Za-z_][\w.-]*)")
+_NUMBER, _WORD = re.compile(r"^-?\d+$"), re.compile(r"^[A-Za-z]+$")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool of an invented task."""
+
+    name: str
+    """What the call names."""
+    slots: tuple[str, ...]
+    """Its argument placeholders as the prompt writes them."""
+    kinds: tuple[str, ...]
+    """Each argument's kind: number, word, any (a number or a word) or a literal option."""
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """One scripted episode: the prompt, each call's text and the tool world's answer to it."""
+
+    prompt: str
+    """The task as the environment poses it."""
+    calls: tuple[str, ...]
+    """Each call, ``<call> TOOL ARG ... </call>``."""
+    observations: tuple[str, ...]
+    """The answer to each call (the last one is never shown to the agent)."""
+
+
+def prompt_tools(prompt: str) -> tuple[str, ...]:
+    """The tools ``prompt`` names in the call syntax (``<call> NAME ...``), in order of first mention."""
+    return tuple(dict.fromkeys(_CALL_NAME.findall(prompt)))
+
+
+def well_formed(call: str, tools: tuple[str, ...]) -> bool:
+    """Whether ``call`` is ``<call> NAME ... </call>`` (nothing else around it) with NAME one of ``tools``."""
+    found = re.fullmatch(r"\s*<call>\s*(\S+)(.*?)</call>\s*", call, re.DOTALL)
+    return found is not None and found.group(1) in tools and "<call>" not in found.group(2)
+
+
+def _values(text: str) -> list[str]:
+    """The numbers and words of ``text`` that can be an argument (each once, in order)."""
+    return list(dict.fromkeys(w for w in re.findall(r"-?\d+|[A-Za-z]+", text) if len(w) < 12))
+
+
+def _invented(rng: random.Random) -> str:
+    """A made-up word of 2-3 syllables (``tomika``)."""
+    return "".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(2, 3)))
+
+
+def _word(rng: random.Random) -> str:
+    """A word of the list, or an invented one."""
+    return _invented(rng) if rng.random() < INVENTED else rng.choice(WORDS)
+
+
+def _answer_name(rng: random.Random) -> str:
+    """The answer tool's name: answer or submit most often (ANSWER_PRIOR), else one of ANSWER_TOOLS."""
+    roll = rng.random()
+    for name, share in ANSWER_PRIOR:
+        if roll < share:
+            return name
+        roll -= share
+    return rng.choice(ANSWER_TOOLS)
+
+
+def _tool(rng: random.Random, name: str) -> ToolSpec:
+    """A tool of 1-2 arguments, numbers or words."""
+    kind = rng.choice(("number", "word"))
+    slots = rng.sample(NUMBER_SLOTS if kind == "number" else WORD_SLOTS, rng.choice((1, 1, 2)))
+    return ToolSpec(name, tuple(slots), (kind,) * len(slots))
+
+
+def _question(rng: random.Random) -> tuple[str, list[str]]:
+    """A question and the values it holds (numbers as text, words)."""
+    a, b, w, v = rng.randint(0, 99), rng.randint(0, 999), _word(rng), _word(rng)
+    forms = [(f"What is {a} + {b}?", [a, b]), (f"Compute {a} * {b}.", [a, b]), (f"What is {b} minus {a}?", [b, a]),
+             (f"Add {a} and {b}.", [a, b]), (f"Reverse the word {w}.", [w]), (f"What is {w} in upper case?", [w]),
+             (f"How many letters are in '{w}'?", [w]), (f"What is the {w} of {v}?", [w, v]),
+             (f"Find the value stored under {w}.", [w]), (f"Is {a} greater than {b}?", [a, b]),
+             (f"Bring the counter from 0 to {a}.", [a]), (f"Look up {w} and report its number.", [w]),
+             (f"The secret is {a}. Which word is {v}?", [a, v]), (f"Sum {a}, {b} and {rng.randint(0, 9)}.", [a, b]),
+             (f"Task {a}: {w} {v} {b}.", [a, w, v, b])]
+    text, values = rng.choice(forms)
+    return text, [str(x) for x in values]
+
+
+def _usage(tool: ToolSpec) -> str:
+    return f"<call> {' '.join((tool.name, *tool.slots))} </call>"
+
+
+def _prompt(rng: random.Random, question: str, tools: list[ToolSpec], answer: ToolSpec) -> str:
+    """The task in one of the templates: calculator style, a TRL-style tool list, a sentence naming each tool."""
+    template = rng.randrange(3) if tools else 0
+    if template == 0:
+        uses = ", ".join(_usage(t) for t in tools)
+        head = rng.choice(("Use", "Call", "You may call", "Tools:"))
+        return (f"{question} {head} {uses}, then {_usage(answer)}." if tools
+                else f"{question} Answer with {_usage(answer)}.")
+    if template == 1:
+        lines = [f"{_usage(t)}: {rng.choice(DESCRIPTIONS)}" for t in (*tools, answer)]
+        return "\n".join([question, *lines, "A reply without a call ends the episode."])
+    names = " or ".join(_usage(t) for t in tools)
+    return f"{question}\nFirst {names}; finish with {_usage(answer)}."
+
+
+def _pick(rng: random.Random, kind: str, context: list[str]) -> str:
+    """An argument of ``kind`` copied from ``context`` (any value when none fits; a literal option as is)."""
+    if kind not in ("number", "word", "any"):
+        return kind
+    fits = [v for v in context if kind == "any" or bool(_NUMBER.match(v)) == (kind == "number")]
+    return rng.choice(fits or context or ["0"])
+
+
+def _observe(rng: random.Random) -> str:
+    """What a random tool world answers a call that does not end the episode."""
+    roll = rng.random()
+    if roll < 0.5:
+        return str(rng.randint(0, 999))
+    if roll < 0.75:
+        return _word(rng)
+    return rng.choice(ERRORS) if roll < 0.9 else rng.choice(("ok", "done", "no result"))
+
+
+def _play(rng: random.Random, question_values: list[str], tools: list[ToolSpec],
+          answer: ToolSpec) -> tuple[list[str], list[str]]:
+    """Scripted random play: 0-3 calls of the prompt's other tools, then the answer tool -> (calls, observations)."""
+    context, calls, observations, last = list(question_values), [], [], None
+    turns = rng.choices((0, 1, 2, 3), (0.15, 0.45, 0.25, 0.15))[0] if tools else 0
+    for _ in range(turns):
+        tool = rng.choice(tools)
+        calls.append(_usage(ToolSpec(tool.name, tuple(_pick(rng, k, context) for k in tool.kinds), tool.kinds)))
+        observation = _observe(rng)
+        observations.append(observation)
+        fresh = [v for v in _values(observation) if not observation.startswith(("error", "ok", "done", "no"))]
+        context += fresh
+        last = fresh[-1] if fresh else last
+    kind = answer.kinds[0]
+    value = last if last is not None and kind == "any" and rng.random() < 0.7 else _pick(rng, kind, context)
+    calls.append(_usage(ToolSpec(answer.name, (value,), answer.kinds)))
+    observations.append(rng.choice(("done", "correct", "wrong", "score 0", "score 1")))
+    return calls, observations
+
+
+def _choice_task(rng: random.Random) -> Transcript:
+    """A one-turn choice: two options named as two calls of one tool, one call picks one."""
+    options, name = rng.choice(CHOICES), _answer_name(rng)
+    a, b = rng.randint(0, 99), rng.randint(0, 99)
+    question = rng.choice((f"Is {a} greater than {b}?", f"Is {a} even?", f"Is {_word(rng)} a colour?",
+                           f"Does {_word(rng)} come before {_word(rng)}?"))
+    prompt = f"{question} Reply <call> {name} {options[0]} </call> or <call> {name} {options[1]} </call>."
+    return Transcript(prompt, (f"<call> {name} {rng.choice(options)} </call>",), (rng.choice(("correct", "wrong")),))
+
+
+def _submit_task(rng: random.Random) -> Transcript:
+    """reasoning-gym's form: a question, then "Reply with the answer alone, or as <call> submit ANSWER </call>."."""
+    question, values = _question(rng)
+    prompt = f"{question}\nReply with the answer alone, or as <call> submit ANSWER </call>."
+    return Transcript(prompt, (f"<call> submit {rng.choice(values)} </call>",), ("score 0",))
+
+
+def transcript(rng: random.Random) -> Transcript:
+    """One invented task and one episode of scripted random play on it."""
+    roll = rng.random()
+    if roll < 0.12:
+        return _choice_task(rng)
+    if roll < 0.2:
+        return _submit_task(rng)
+    names = [_invented(rng) if rng.random() < INVENTED else rng.choice(TOOL_NAMES)
+             for _ in range(rng.choice((1, 1, 1, 2, 2, 3)))]
+    tools = [_tool(rng, name) for name in names] if rng.random() < 0.9 else []
+    answer = ToolSpec(_answer_name(rng), (rng.choice(ANSWER_SLOTS),), ("any",))
+    question, values = _question(rng)
+    calls, observations = _play(rng, values, tools, answer)
+    return Transcript(_prompt(rng, question, tools, answer), tuple(calls), tuple(observations))
+
+
+def corpus(size: int, seed: int) -> list[Transcript]:
+    """``size`` transcripts, the same for a seed."""
+    rng = random.Random(seed)
+    return [transcript(rng) for _ in range(size)]
+
+
+__all__ = ["ANSWER_TOOLS", "TOOL_NAMES", "VERSION", "ToolSpec", "Transcript", "corpus", "prompt_tools", "transcript",
+           "well_formed"]

@@ -1,0 +1,102 @@
+"""The tool-use agent (``--model default`` outside BugFixEnv): its corpus, its calls, the generic format cost, the
+scripted-play hooks, and train-agent on the docs' calculator at quick size."""
+
+import math
+import random
+
+import torch
+
+from pglab.envs.tooluse import corpus, prompt_tools, well_formed
+from pglab.models.hf import load_causal_lm
+from pglab.models.policy import HFPolicy
+from pglab.sampling.episodes import EpisodeLog, collate, collect_episodes
+from pglab.sampling.text_episodes import TextLayout
+from pglab.trainers.agent_config import USER_ENV, AgentConfig
+from pglab.trainers.episodes import format_costs, malformed_calls
+from pglab.trainers.hf_agent import ensure_agent, train_agent, warm_start
+from support.tool_envs import ENVS, Calculator
+
+
+def test_the_corpus_is_the_same_for_a_seed_and_every_scripted_call_names_a_tool_of_its_prompt():
+    first, again, other = corpus(200, 3), corpus(200, 3), corpus(200, 4)
+    assert first == again and first != other
+    for t in first:
+        tools = prompt_tools(t.prompt)
+        assert tools and len(t.calls) == len(t.observations) >= 1
+        assert all(well_formed(call, tools) for call in t.calls), t
+
+
+def test_well_formed_wants_one_call_of_a_named_tool():
+    tools = prompt_tools("What is 3 + 4? Use <call> add A B </call>, then <call> answer N </call>.")
+    assert tools == ("add", "answer")
+    assert well_formed("<call> add 3 4 </call>", tools) and well_formed(" <call> answer 7</call>\n", tools)
+    for call in ("<call> sub 3 4 </call>", "add 3 4", "<call> add 3 4", "x <call> add 3 4 </call>",
+                 "<call> add <call> answer 7 </call>"):
+        assert not well_formed(call, tools), call
+
+
+def first_call_rate(model, tokenizer, n: int) -> float:
+    """The share of n first calls, on the unseen prompts of tests/support/tool_envs, that are well formed."""
+    layout = TextLayout(tokenizer, chat=False, max_call_tokens=24)
+    makes = list(ENVS.values())
+    batch = collect_episodes(HFPolicy(model.eval(), pad_id=layout.pad_id), layout, [makes[i % 4]() for i in range(n)],
+                             list(range(n)), torch.Generator().manual_seed(0), max_turns=1)
+    return sum(well_formed(log.calls[0], prompt_tools(log.prompt)) for log in batch.info) / n
+
+
+def test_the_quick_tool_agent_calls_a_tool_of_an_unseen_prompt_more_often_than_random_weights():
+    model, tokenizer = load_causal_lm(str(ensure_agent("tool", "quick", progress=False)))
+    n = 128
+    cloned = first_call_rate(model, tokenizer, n)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        fresh = type(model)(model.config)
+    blank = first_call_rate(fresh, tokenizer, n)
+    # the difference of two binomial shares, each with its own standard error (a floor of one success in n)
+    se = math.sqrt(sum(max(p, 1 / n) * (1 - max(p, 1 / n)) / n for p in (cloned, blank)))
+    assert cloned > blank + 3 * se, (cloned, blank, se)
+
+
+def test_the_format_cost_lands_on_the_malformed_calls_last_token_only():
+    prompt = "What is 3 + 4? Use <call> add A B </call>, then <call> answer N </call>."
+    log = EpisodeLog(prompt, calls=["<call> add 3 4 </call>", "<call> sub 7 </call>", "7"],
+                     stops=["closing", "closing", "eos"], call_ends=[3, 7, 9])
+    assert malformed_calls(log) == [False, True, False]
+    batch = collate([(list(range(10)), [1] + [2] * 9)], [0.0], 0, info=[log])
+    costs = format_costs(batch, 0.25).token_rewards
+    assert costs[0, 7] == -0.25 and int((costs != 0).sum()) == 1
+    assert malformed_calls(EpisodeLog("no tools here", calls=["anything"], stops=["cap"])) == [False]
+    assert format_costs(batch, 0.0) is batch
+
+
+class Demonstrated(Calculator):
+    """The calculator with demonstrations (the oracle's calls), to warm-start on."""
+
+    def demonstrations(self, seed: int) -> list[str]:
+        return [f"<call> add {self.a} {self.b} </call>", f"<call> answer {self.a + self.b} </call>"]
+
+
+class Sampled(Calculator):
+    """The calculator with a random well-formed call for its state."""
+
+    def sample_call(self, rng: random.Random) -> str:
+        return rng.choice([f"<call> add {self.a} {self.b} </call>", f"<call> answer {rng.randint(20, 198)} </call>"])
+
+
+def test_the_scripted_play_hooks_warm_start_the_agent_and_nothing_happens_without_them():
+    folder = str(ensure_agent("tool", "quick", progress=False))
+    for make, hooked in ((Demonstrated, True), (Sampled, True), (Calculator, False)):
+        model, tokenizer = load_causal_lm(folder)
+        before = [p.detach().clone() for p in model.parameters()]
+        stats = warm_start(model, TextLayout(tokenizer, chat=False), lambda split, make=make: make(), seed=0)
+        moved = any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+        assert (stats is not None) == hooked == moved, make
+
+
+def test_train_agent_on_the_docs_calculator_at_quick_size(tmp_path):
+    cfg = AgentConfig(env="support.tool_envs:calculator")
+    assert (cfg.learning_rate, cfg.advantage) == (USER_ENV["learning_rate"], USER_ENV["advantage"])
+    trained = train_agent(cfg, tmp_path, quick=True, progress=False)
+    assert trained["config"].default_size == "quick" and len(trained["run"]["history"]) == 3
+    assert all(log.prompt.startswith("What is") for log in trained["after"]["heldout"].info)
+    assert (tmp_path / "policy" / "config.json").is_file()
