@@ -1,4 +1,4 @@
-"""agent_sweep.py OUT [--acceptance] [--minutes M]: train-agent's defaults for user environments, swept and checked.
+"""agent_sweep.py OUT [--acceptance [--seeds S ...]]: train-agent's defaults for user environments, swept and checked.
 
 Without --acceptance: the sweep of the learning rate, the advantage and the format cost over the small tool
 environments of tests/support/tool_envs.py (seed 0, short runs, one at a time). With --acceptance: the default
@@ -41,10 +41,10 @@ def run_one(env: str, settings: dict, seed: int, out: Path) -> dict:
             "seconds": round(time.perf_counter() - started, 1)}
 
 
-def plan(acceptance: bool) -> list[tuple[str, dict, int]]:
+def plan(acceptance: bool, seeds: list[int]) -> list[tuple[str, dict, int]]:
     """(env, settings, seed) of every run."""
     if acceptance:
-        return [(env, {}, seed) for env in ENVS for seed in (0, 1)]
+        return [(env, {}, seed) for seed in seeds for env in ENVS]
     return [(env, {**SWEEP_SCHEDULE, **dict(zip(GRID, values))}, 0)
             for values in itertools.product(*GRID.values()) for env in ENVS]
 
@@ -60,12 +60,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out")
     parser.add_argument("--acceptance", action="store_true")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="the acceptance runs' seeds")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "python scripts/agent_sweep.py " + " ".join(sys.argv[1:])
     rows = []
-    for env, settings, seed in track(plan(args.acceptance), "train-agent runs"):
+    for env, settings, seed in track(plan(args.acceptance, args.seeds), "train-agent runs"):
         rows.append(run_one(env, settings, seed, out / "runs"))
         (out / "runs.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
         (out / "report.md").write_text(markdown(rows, command))

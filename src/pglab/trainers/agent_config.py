@@ -122,8 +122,10 @@ BUGFIX = {"advantage": "reinforce", "format_penalty": FORMAT_PENALTY, "steps": 8
           "learning_rate": 2e-3}
 """The defaults in BugFixEnv (the demo's schedule and the format-penalty sweep of docs/results/format_penalty.md)."""
 USER_ENV = {"advantage": "rloo", "format_penalty": 0.1, "steps": 60, "episodes_per_step": 32, "learning_rate": 3e-3}
-"""The defaults in any other environment, from the sweep over several small tool environments
-(docs/results/agent-sweep/)."""
+"""The defaults in any other environment: a schedule that fits 5 minutes on 2 shared cores, RLOO (groups of one task
+compare its episodes with each other) and a small format cost; provisional until ``scripts/agent_sweep.py OUT``
+(the learning rate x the advantage x the format cost over the small environments of tests/support/tool_envs.py)
+has been run and committed (docs/results/agent-sweep/)."""
 
 QUICK = {"steps": 3, "episodes_per_step": 8, "eval_every": 3, "eval_per_task": 1}
 """``--quick``: a first look in seconds (and what CI runs)."""
