@@ -85,7 +85,7 @@ def run(config: Config, result: Result) -> None:
         {"reply": " ".join(str(int(t)) for t in replies[i, 1:]), "reward": float(rewards[i]),
          "p_reference": float(ref[i].exp()), "p_trained": float(trained[i].exp()), "p_star": float(target[i].exp())}
         for i in top]
-    final = curve[-1][1]
+    final = rows[1]["kl_to_pi_star"]              # the trained policy against this module's pi*, not the trainer's
     # A maximum-likelihood fit of the K replies' probabilities from N samples is KL (K - 1) / (2N) nats from the
     # truth on average (2N KL ~ chi-square, K - 1 dof); the step size decays linearly to 0, so the last steps'
     # samples are what the end can resolve.
