@@ -173,8 +173,9 @@ def run(config: Config, result: Result) -> None:
                        max(r["weight_gap"] for r in grpo), high=1e-8,
                        tolerance="exact; derived weights are a finite binomial sum (docs/audit.md)")
     result.check_range("std scaling, K > 2: smallest ratio of the largest to the smallest prompt weight (the weights "
-                       "differ)", min(r["weight_spread"] for r in grpo if r["K"] > 2), low=1.01,
-                       tolerance=f"exact; pass rates {', '.join(f'{p:.2f}' for p in passing)}")
+                       "differ)", min(r["weight_spread"] for r in grpo if r["K"] > 2), low=1 + tol,
+                       tolerance=f"exact (above 1 by more than roundoff; Dr. GRPO's is 1 to roundoff); pass rates "
+                                 f"{', '.join(f'{p:.2f}' for p in passing)}")
     result.check_range("Dr. GRPO (no std) on the same prompts: largest deviation of a prompt weight from 1",
                        max(r["weight_gap"] for r in dr), high=tol, tolerance=exact)
 
