@@ -327,7 +327,13 @@ def readme(sweeps: list[dict[str, Any]]) -> str:
         f"(1 - share) / runs); the lower bound is the exact one-sided {LOWER_BOUND_LEVEL:.0%} (Clopper-Pearson) "
         "bound on the share: 20 of 20 gives 0.86. commit: the commit each run reported, `+ uncommitted src` when "
         "src/ had uncommitted edits as the sweep started.", "",
-        *summary_table(sweeps), "", not_swept(sweeps), ""])
+        *summary_table(sweeps), "", *notes(sweeps), not_swept(sweeps), ""])
+
+
+def notes(sweeps: list[dict[str, Any]]) -> list[str]:
+    """The ``note`` a sweep's owner wrote into its JSON (how it ran, what is missing), one item each."""
+    items = [f"- {sweep['experiment']}: {sweep['note']}" for sweep in sweeps if sweep.get("note")]
+    return ["Notes from the sweeps:", "", *items, ""] if items else []
 
 
 def not_swept(sweeps: list[dict[str, Any]]) -> str:

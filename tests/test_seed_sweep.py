@@ -94,11 +94,13 @@ def test_exact_lower_bound_on_the_share(sweep):
 def test_readme_lists_every_json(sweep, tmp_path):
     sweep.sweep_experiment(FAKE, [1, 2, 3], tmp_path, quick=True, backend="serial")
     sweep.sweep_experiment("support.sweep_fake_seedfree", [1], tmp_path, backend="serial")
+    path = tmp_path / "support.sweep_fake_seedfree.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "note": "ran once"}))
     assert sweep.main(["--summary", str(tmp_path)]) == 0
     text = (tmp_path / "README.md").read_text()
     assert f"| {FAKE} | QUICK | 1-3 | 3 | 2 |" in text                     # QUICK: fail_every 2 fails at 2
     assert "| support.sweep_fake_seedfree | full | seed-free | 1 | 1 |" in text and "| 0123456 |" in text
-    assert "Not swept yet: aggregation, bandit-lab," in text
+    assert "Not swept yet: aggregation, bandit-lab," in text and "- support.sweep_fake_seedfree: ran once" in text
     sweep.sweep_experiment(FAKE, [1], tmp_path / "one", quick=True, backend="serial")
     assert sweep.main(["--timing", str(tmp_path / "one"), str(tmp_path), "--out", str(tmp_path / "elsewhere")]) == 0
     timing = (tmp_path / "elsewhere" / "timing.md").read_text()
