@@ -12,6 +12,8 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
+from pglab.reporting.tails import t_upper_tail
+
 FAMILY_ALPHA = 0.01
 """Default family-wise false-alarm rate of an experiment's statistical claims."""
 
@@ -20,8 +22,6 @@ def upper_tail(z: float, dof: int | None = None) -> float:
     """P(Z >= z) for a standard normal Z, or for Student's t with ``dof`` degrees of freedom."""
     if dof is None:
         return 1.0 - NormalDist().cdf(z) if z < 0 else NormalDist().cdf(-z)
-    from pglab.stats import t_upper_tail
-
     return t_upper_tail(z, dof)
 
 
