@@ -213,6 +213,27 @@ def count_tail_p(count: int, n: int, rate: float) -> float:
     return float(sum(pmf[: count + 1]) if count <= n * rate else sum(pmf[count:]))
 
 
+def printed_counts(counts: tuple[int, ...]) -> str:
+    """The book's counts as printed: 0, or a range 3-5."""
+    return "-".join(map(str, sorted({min(counts), max(counts)})))
+
+
+def check_book_counts(result: Result, claim: str, counts: tuple[int, ...], shown: int, rate: float, runs: int) -> None:
+    """The statistical claim that each of the book's ``counts`` of ``shown`` demo runs is a plausible binomial draw at
+    our ``rate`` (measured over ``runs`` runs): its p-value is the smallest one-sided tail over the counts (the book
+    saw every one of them)."""
+    p = min(count_tail_p(count, shown, rate) for count in counts)
+    result.check_p(claim, rate, p, f"the book's {printed_counts(counts)} of {shown} a plausible draw",
+                   f"one-sided binomial tail of each of the book's counts at our rate {rate:.3f} ({runs} runs; the "
+                   "smallest shown)")
+
+
+def worst_of_p(z: Any) -> float:
+    """Two-sided p-value of the largest of several normal z [K], Bonferroni over them: min(1, K * min p)."""
+    z = np.abs(np.asarray(z, dtype=float)).ravel()
+    return min(1.0, len(z) * 2 * NormalDist().cdf(-float(z.max())))
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from ``n`` samples of which ``c`` are correct: 1 - C(n - c, k) / C(n, k).
 

@@ -17,14 +17,12 @@ import torch
 
 from pglab.envs.bandit import GaussianBandit
 from pglab.estimators import squared_deviations, total_variance
-from pglab.experiments.bandit_race import check_book_counts, check_race_counts
-from pglab.experiments.bandit_variance import worst_of_p
 from pglab.reporting.plots import new_figure
 from pglab.reporting.result import Result
 from pglab.runtime.options import SettingsError
 from pglab.runtime.progress import track
-from pglab.stats import standard_error
-from pglab.trainers.bandit import committed_arm, train_bandit
+from pglab.stats import check_book_counts, standard_error, worst_of_p
+from pglab.trainers.bandit import check_race_counts, committed_arm, train_bandit
 
 BOOK_VALLEY = {"minimum": (1.2, 0.05), "at b = 0": (100.0, 5.0), "b at the minimum": (12.33, 0.005)}
 """course-ch7 exercise 7.10, rewards 1, 2, 4 + 10 with noise 1, as printed: the minimum "about 1.2" at b = J = 12.33,

@@ -20,14 +20,12 @@ from pglab.envs.bandit import GaussianBandit
 from pglab.reporting.plots import new_figure
 from pglab.reporting.result import Result
 from pglab.runtime.options import SettingsError
-from pglab.stats import binomial_se, compare_seeds, count_tail_p
-from pglab.trainers.bandit import committed_arm, train_bandit
+from pglab.stats import binomial_se, compare_seeds
+from pglab.trainers.bandit import check_race_counts, committed_arm, train_bandit
 
 METHODS = {"no baseline": "none", "running-average baseline": "running"}
 BOOK_WRONG = {"no baseline": 5, "running-average baseline": 0}
 """course-ch7: runs of 12 committed to a wrong arm after 400 steps."""
-BOOK_WRONG_SEEN, BOOK_DEMO_RUNS = {"no baseline": (3, 4, 5), "running-average baseline": (0,)}, 12
-"""course-ch7: without a baseline, other random seeds of the demo give 3 to 5 wrong runs of 12; with it, none."""
 CORNERS = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.5, math.sqrt(3.0) / 2.0]], dtype=torch.float64)
 """Arm 1 bottom left, arm 2 bottom right, arm 3 (the best) on top: 'raise arm 3' points up."""
 
@@ -98,29 +96,6 @@ def race_figure(paths: dict[str, torch.Tensor], arms: dict[str, torch.Tensor], b
         ax.axis("off")
     fig.suptitle("Policy paths on the probability triangle (colour: the arm a run commits to; grey: none)")
     return fig
-
-
-def seen(counts: tuple[int, ...]) -> str:
-    """The book's counts as printed: 0, or a range 3-5."""
-    return "-".join(map(str, sorted({min(counts), max(counts)})))
-
-
-def check_book_counts(result: Result, claim: str, counts: tuple[int, ...], shown: int, rate: float, runs: int) -> None:
-    """The statistical claim that each of the book's ``counts`` of ``shown`` demo runs is a plausible binomial draw at
-    our ``rate`` (measured over ``runs`` runs): its p-value is the smallest one-sided tail over the counts (the book
-    saw every one of them). bandit-race and bandit-lab state the book's demo counts through this one function."""
-    p = min(count_tail_p(count, shown, rate) for count in counts)
-    result.check_p(claim, rate, p, f"the book's {seen(counts)} of {shown} a plausible draw",
-                   f"one-sided binomial tail of each of the book's counts at our rate {rate:.3f} ({runs} runs; the "
-                   "smallest shown)")
-
-
-def check_race_counts(result: Result, label: str, rates: dict[str, float], runs: int) -> None:
-    """The book's demo counts of wrong commitments for each method (METHODS' names -> our rate over ``runs``)."""
-    for method, rate in rates.items():
-        counts = BOOK_WRONG_SEEN[method]
-        check_book_counts(result, f"{label}{method}: the book's {seen(counts)} of {BOOK_DEMO_RUNS} committed to a "
-                          "wrong arm, at our rate", counts, BOOK_DEMO_RUNS, rate, runs)
 
 
 def count_row(method: str, arm: torch.Tensor, best: int, shown: int) -> dict:

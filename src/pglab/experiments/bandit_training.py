@@ -19,11 +19,10 @@ from typing import ClassVar
 import torch
 
 from pglab.envs.bandit import GaussianBandit
-from pglab.experiments.bandit_race import check_book_counts
 from pglab.reporting.plots import median_band, new_figure, outside_legend
 from pglab.reporting.result import Result
 from pglab.runtime.options import SettingsError
-from pglab.stats import binomial_se, compare_seeds, standard_error
+from pglab.stats import binomial_se, check_book_counts, compare_seeds, standard_error
 from pglab.trainers.bandit import BASELINES, train_bandit
 
 BOOK_MEAN_J = {"none": (7.352, 7.512, 7.655), "running": (7.637, 7.873, 7.951), "value": (7.648, 7.874, 7.951)}

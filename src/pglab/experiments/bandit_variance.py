@@ -15,8 +15,8 @@ import torch
 from pglab.envs.bandit import GaussianBandit
 from pglab.estimators import optimal_constant_baseline, softmax_score
 from pglab.reporting.plots import log_axis, new_figure, outside_legend, reference_line
-from pglab.reporting.result import Result, upper_tail
-from pglab.stats import check_printed, standard_error, variance_with_se
+from pglab.reporting.result import Result
+from pglab.stats import check_printed, standard_error, variance_with_se, worst_of_p
 
 BOOK_SWEEP = {0.0: 33.028, 3.0: 10.542, 5.0: 3.050, 6.0: 1.555, 6.5: 1.369, 7.0: 1.559, 8.0: 3.063,
               10.0: 10.572, 12.0: 24.081}
@@ -55,11 +55,6 @@ class Config:
     """A policy that already prefers the best arm."""
 
     QUICK: ClassVar[dict] = {"samples": 50_000}
-
-
-def worst_of_p(z: torch.Tensor) -> float:
-    """Two-sided p-value of the largest of several normal z [K], Bonferroni over them: min(1, K * min p)."""
-    return min(1.0, len(z) * 2 * upper_tail(float(z.abs().max())))
 
 
 def mc_estimates(bandit: GaussianBandit, theta: torch.Tensor, baseline: float, n: int,

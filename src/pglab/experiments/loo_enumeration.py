@@ -18,9 +18,8 @@ import torch
 
 from pglab.envs.tabular import enumerate_trajectories, table_score, two_state_problem
 from pglab.estimators import group_normalize, leave_one_out
-from pglab.experiments.bandit_variance import worst_of_p
 from pglab.reporting.result import Result
-from pglab.stats import standard_error
+from pglab.stats import standard_error, worst_of_p
 
 
 @dataclass

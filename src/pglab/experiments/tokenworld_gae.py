@@ -15,11 +15,10 @@ import torch
 
 from pglab.envs.tokenworld import A, B, TokenWorld, at_states
 from pglab.estimators import gae
-from pglab.experiments.bandit_variance import worst_of_p
 from pglab.reporting.plots import median_band, new_figure, outside_legend
 from pglab.reporting.result import Result
 from pglab.runtime.threads import single_torch_thread
-from pglab.stats import check_one_more, check_printed, rank_sum_p, standard_error
+from pglab.stats import check_one_more, check_printed, rank_sum_p, standard_error, worst_of_p
 
 BOOK_START = {"V(start)": "0.5443", "Q(s0, A)": "0.6826", "Q(s0, B)": "0.3370",
               "A(s0, A)": "0.1382", "A(s0, B)": "-0.2074"}

@@ -14,7 +14,9 @@ import torch
 
 from pglab.envs.bandit import GaussianBandit
 from pglab.estimators import EMABaseline, softmax_score
+from pglab.reporting.result import Result
 from pglab.runtime.threads import single_torch_thread
+from pglab.stats import check_book_counts, printed_counts
 
 BASELINES = ("none", "running", "value")
 """No baseline; the running average of past rewards; the exact value J(theta) of the current policy."""
@@ -97,3 +99,15 @@ def replay_run(bandit: GaussianBandit, baseline: str, actions: torch.Tensor, rew
     return torch.stack(thetas)
 
 
+BOOK_WRONG_SEEN, BOOK_DEMO_RUNS = {"no baseline": (3, 4, 5), "running-average baseline": (0,)}, 12
+"""course-ch7's race demo: without a baseline, other random seeds give 3 to 5 runs of 12 committed to a wrong arm;
+with a running-average baseline, none."""
+
+
+def check_race_counts(result: Result, label: str, rates: dict[str, float], runs: int) -> None:
+    """The book's race-demo counts of wrong commitments for each method (name -> our rate over ``runs``), each a
+    binomial claim (:func:`pglab.stats.check_book_counts`); bandit-race and bandit-lab both state them through it."""
+    for method, rate in rates.items():
+        counts = BOOK_WRONG_SEEN[method]
+        check_book_counts(result, f"{label}{method}: the book's {printed_counts(counts)} of {BOOK_DEMO_RUNS} committed "
+                          "to a wrong arm, at our rate", counts, BOOK_DEMO_RUNS, rate, runs)
