@@ -29,7 +29,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                                    "(course-ch7, the race demo)"),
     "bandit-lab": ("bandit_lab", "the variance valley, exercises 7.4 and 7.9, the race at c = 15 "
                                  "(course-ch7, the lab)"),
-    "cartpole": ("cartpole", "REINFORCE on CartPole-v1 weighted by G_0, G_t and G_t - V(s_t), 4 seeds "
+    "cartpole": ("cartpole", "REINFORCE on CartPole-v1 weighted by G_0, G_t and G_t - V(s_t), 6 seeds "
                              "(course-ch7, the lab)"),
     "loo-enumeration": ("loo_enumeration", "exact enumeration: E[leave-one-out] = grad J, E[centred] = (n-1)/n grad J "
                                            "(d2l-14.6 §14.6.3.2)"),
