@@ -31,7 +31,7 @@ class AgentConfig:
     """bugfix, or module:factory, a function returning a text-turn environment (the current folder is importable)."""
     advantage: str | None = None
     """reinforce (EMA baseline) | rloo | grpo | dr_grpo (groups of --group-size episodes of one task); None:
-    reinforce in bugfix, USER_ENV's (the sweep's) elsewhere."""
+    reinforce in bugfix, USER_ENV's elsewhere (provisional: no sweep chose them yet)."""
     beta: float = 0.0
     """Price of one nat of KL to the starting policy, k1 per token in the reward (0: no reference pass)."""
     format_penalty: float | None = None
