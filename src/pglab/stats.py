@@ -71,6 +71,16 @@ def mean_gap(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return float(a.mean() - b.mean()), math.sqrt(a.var(ddof=1) / len(a) + b.var(ddof=1) / len(b))
 
 
+def paired_mean_ratio(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """mean(a) / mean(b) of paired samples a, b [N] (run i of each on seed i) and its delta-method standard error:
+    the sd of a - ratio * b over sqrt(N), divided by mean(b). Unlike a bootstrap of the ratio it stays finite when
+    some runs are 0 in both (a resample of only those would divide 0 by 0)."""
+    if len(a) != len(b) or len(a) < 2:
+        raise ValueError(f"a paired ratio needs two samples of one length >= 2, got {len(a)} and {len(b)}")
+    ratio = float(a.mean() / b.mean())
+    return ratio, float(np.std(a - ratio * b, ddof=1) / math.sqrt(len(a)) / abs(b.mean()))
+
+
 def sd_ratio(big: np.ndarray, small: np.ndarray) -> tuple[float, float]:
     """sd(big) / sd(small) of two independent samples [N] and its standard error.
 
