@@ -59,8 +59,7 @@ def reply_logits(model: torch.nn.Module, ids: torch.Tensor, start: int, group_si
     with autocast(ids.device):
         head = unwrap(model)(input_ids=prompts, use_cache=True, logits_to_keep=1, **head_extra)
         cache = cache_of(head)
-        for layer in cache.layers:
-            layer.batch_repeat_interleave(group_size)
+        cache.batch_repeat_interleave(group_size)
         rest = model(input_ids=ids[:, start:-1], **{cache_keyword(model): cache}, **rest_extra).logits
     return full_precision(torch.cat([head.logits.repeat_interleave(group_size, 0), rest], 1))
 
@@ -148,6 +147,7 @@ def load_causal_lm(name: str, default_size: str = "full", progress: bool = True,
     except ImportError as err:
         raise SettingsError("Hugging Face models need transformers: pip install 'pglab[lm]'") from err
     hf_logging.disable_progress_bar()   # weight-loading bars would interleave with the trainer's lines
+    from pglab.models import shifted_gpt2   # noqa: F401 (registers the tool-use agent's model with AutoModel)
     from pglab.models.default_lm import default_model_dir, ensure_default_model
 
     check_model(name)

@@ -146,12 +146,16 @@ TOOL_PIECES = r" ?</?[A-Za-z]+>| ?[A-Za-z]+| ?\d|\s+|[^\sA-Za-z\d]+"
 the space before it), spaces, punctuation; so a number is copied digit by digit."""
 TOOL_AGENT = {
     "full": {"corpus": 8000, "vocab": 768, "pieces": TOOL_PIECES, "layers": 2, "width": 64, "heads": 4,
-             "positions": 1024, "steps": 1000, "batch_size": 32, "lr": 5e-3, "max_obs_tokens": 96, "seed": 0},
+             "positions": 1024, "steps": 2500, "batch_size": 32, "lr": 5e-3, "max_obs_tokens": 96, "seed": 0,
+             "previous_token": True},
     "quick": {"corpus": 800, "vocab": 384, "pieces": TOOL_PIECES, "layers": 2, "width": 32, "heads": 2,
-              "positions": 1024, "steps": 160, "batch_size": 16, "lr": 1e-2, "max_obs_tokens": 96, "seed": 0},
+              "positions": 1024, "steps": 160, "batch_size": 16, "lr": 1e-2, "max_obs_tokens": 96, "seed": 0,
+              "previous_token": True},
 }
 """The tool-use agent's recipes (``--model default`` in every environment but bugfix): a BPE and a GPT-2
-behaviour-cloned on procedural tool-use transcripts (:mod:`pglab.envs.tooluse`)."""
+behaviour-cloned on procedural tool-use transcripts (:mod:`pglab.envs.tooluse`); ``previous_token``: the GPT-2
+also embeds each position's previous token (:mod:`pglab.models.shifted_gpt2`), which makes copying an argument
+from the prompt learnable in a few thousand cloning steps."""
 
 
 __all__ = ["BUGFIX", "DEFAULT_AGENT", "QUICK", "TOOL_AGENT", "TOOL_PIECES", "USER_ENV", "AgentConfig",

@@ -78,16 +78,21 @@ def demonstrations(layout: TextLayout, kinds: Sequence[str], episodes_per_task: 
 
 
 def clone_gpt2(tokenizer: Any, data: TokenBatch, spec: dict) -> tuple[torch.nn.Module, list[float]]:
-    """A GPT-2 of ``spec``'s shape behaviour-cloned on ``data``'s policy tokens -> (model, losses)."""
+    """A GPT-2 of ``spec``'s shape behaviour-cloned on ``data``'s policy tokens -> (model, losses); with
+    ``spec["previous_token"]`` a :class:`~pglab.models.shifted_gpt2.ShiftedGPT2LMHeadModel` (it copies)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
+    from pglab.models.shifted_gpt2 import ShiftedGPT2Config, ShiftedGPT2LMHeadModel
+
+    shifted = spec.get("previous_token", False)
     eos = tokenizer.eos_token_id
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=spec["positions"], n_embd=spec["width"],
-                        n_layer=spec["layers"], n_head=spec["heads"], resid_pdrop=0.0, embd_pdrop=0.0,
-                        attn_pdrop=0.0, bos_token_id=eos, eos_token_id=eos, pad_token_id=eos)
+    config = (ShiftedGPT2Config if shifted else GPT2Config)(
+        vocab_size=len(tokenizer), n_positions=spec["positions"], n_embd=spec["width"], n_layer=spec["layers"],
+        n_head=spec["heads"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=eos, eos_token_id=eos,
+        pad_token_id=eos)
     with torch.random.fork_rng(devices=[]), single_torch_thread():
         torch.manual_seed(spec["seed"])
-        model = GPT2LMHeadModel(config).eval()
+        model = (ShiftedGPT2LMHeadModel if shifted else GPT2LMHeadModel)(config).eval()
         losses = behaviour_cloning(model, data, spec["steps"], spec["batch_size"], spec["lr"],
                                    torch.Generator().manual_seed(spec["seed"]))
     return model, losses
