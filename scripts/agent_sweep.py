@@ -2,8 +2,9 @@
 
 Without --acceptance: the sweep of the learning rate, the advantage and the format cost over the small tool
 environments of tests/support/tool_envs.py (seed 0, short runs, one at a time). With --acceptance: the default
-settings (AgentConfig's USER_ENV) on each environment at seeds 0 and 1. Each run is measured on the 8 held-out seeds
-x 8 episodes before and after training; OUT gets runs.json (one row per run, with the command) and report.md.
+settings (AgentConfig's USER_ENV) on each environment and on two held out of the sweep, at seeds 0 and 1. Each run
+is measured on the 8 held-out seeds x 8 episodes before and after training; OUT gets runs.json (one row per run,
+with the command) and report.md.
 """
 
 import argparse
@@ -19,7 +20,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from pglab.runtime.progress import track  # noqa: E402
 from pglab.trainers.agent_config import USER_ENV, AgentConfig  # noqa: E402
 from pglab.trainers.hf_agent import train_agent  # noqa: E402
-from support.tool_envs import ENVS  # noqa: E402
+from support.tool_envs import ENVS, HELD_OUT_ENVS  # noqa: E402
 
 GRID = {"learning_rate": (1e-3, 3e-3), "advantage": ("reinforce", "rloo"), "format_penalty": (0.0, 0.1)}
 """The swept settings (the rest at USER_ENV's)."""
@@ -44,7 +45,7 @@ def run_one(env: str, settings: dict, seed: int, out: Path) -> dict:
 def plan(acceptance: bool, seeds: list[int]) -> list[tuple[str, dict, int]]:
     """(env, settings, seed) of every run."""
     if acceptance:
-        return [(env, {}, seed) for seed in seeds for env in ENVS]
+        return [(env, {}, seed) for seed in seeds for env in {**ENVS, **HELD_OUT_ENVS}]
     return [(env, {**SWEEP_SCHEDULE, **dict(zip(GRID, values))}, 0)
             for values in itertools.product(*GRID.values()) for env in ENVS]
 

@@ -3,7 +3,9 @@ agent's tests and the sweep of ``train-agent``'s defaults (docs/results/agent-sw
 
 ``calculator`` is the docs' own (docs/agents.md "Your own environment"); ``word`` reverses a word then answers it;
 ``lookup`` looks a key up in a table then answers its value (several turns); ``parity`` is a one-turn yes/no choice
-where a blind guess gets half. Each factory takes no argument: ``--env support.tool_envs:calculator`` from tests/.
+where a blind guess gets half; ``multiplier`` (numbers, a tool list as the TRL adapter writes it) and ``capital`` (a
+made-up country's capital, word arguments) are held out of the defaults sweep. Each factory takes no argument:
+``--env support.tool_envs:calculator`` from tests/.
 """
 
 from __future__ import annotations
@@ -118,5 +120,62 @@ def parity() -> Parity:
     return Parity()
 
 
+class Multiplier:
+    """Multiply two numbers with <call> multiply X Y </call>; <call> submit RESULT </call> ends (one or more turns)."""
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.x, self.y, self.turns = rng.randint(2, 30), rng.randint(2, 30), 0
+        return (f"Compute {self.x} times {self.y}.\n<call> multiply X Y </call>: multiplies two numbers.\n"
+                "<call> submit RESULT </call>: your final answer.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, out_of_turns = parse(text), self.turns >= 4
+        if call is None:
+            return "error: no call", 0.0, out_of_turns, {}
+        tool, args = call
+        if tool == "multiply" and len(args) == 2 and all(a.isdigit() for a in args):
+            return str(int(args[0]) * int(args[1])), 0.0, out_of_turns, {}
+        if tool == "submit" and len(args) == 1:
+            return "done", float(args[0] == str(self.x * self.y)), True, {}
+        return "error: wrong call", 0.0, out_of_turns, {}
+
+
+CITIES = {"norvia": "kalpen", "drosland": "mitravo", "essary": "pontel", "quamor": "silbek", "tarvoni": "ulmessa",
+          "veltra": "yorrin", "zembia": "abrosk", "hollune": "ferradi"}
+
+
+class Capital:
+    """Ask a made-up country's capital with <call> capital COUNTRY </call>, then <call> reply CITY </call>."""
+
+    def reset(self, seed: int) -> str:
+        self.country, self.turns = random.Random(seed).choice(sorted(CITIES)), 0
+        return (f"Name the capital of {self.country}. Ask with <call> capital COUNTRY </call> and finish with "
+                "<call> reply CITY </call>.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, out_of_turns = parse(text), self.turns >= 4
+        if call is None or len(call[1]) != 1:
+            return "error: malformed call", 0.0, out_of_turns, {}
+        tool, (arg,) = call
+        if tool == "capital":
+            return CITIES.get(arg, "unknown country"), 0.0, out_of_turns, {}
+        if tool == "reply":
+            return "done", float(arg == CITIES[self.country]), True, {}
+        return f"error: unknown tool {tool}", 0.0, out_of_turns, {}
+
+
+def multiplier() -> Multiplier:
+    return Multiplier()
+
+
+def capital() -> Capital:
+    return Capital()
+
+
 ENVS = {"calculator": calculator, "word": word, "lookup": lookup, "parity": parity}
 """The sweep's environments by name."""
+HELD_OUT_ENVS = {"multiplier": multiplier, "capital": capital}
+"""Environments the defaults were not chosen on (only the acceptance runs use them)."""

@@ -19,7 +19,7 @@ import random
 import re
 from dataclasses import dataclass
 
-VERSION = 2
+VERSION = 3
 """The generator's version: part of the tool-use agent's cache key (bump it when a transcript changes)."""
 TOOL_NAMES = ("add", "sum", "plus", "multiply", "times", "subtract", "minus", "divide", "double", "square",
               "increment", "decrement", "lookup", "get", "find", "search", "query", "fetch", "read", "open",
@@ -55,6 +55,10 @@ ANSWER_PRIOR = (("answer", 0.35), ("submit", 0.25))
 """The answer tools most environments use, and how often an invented task uses each (the rest: ANSWER_TOOLS)."""
 INVENTED = 0.5
 """The share of tool names and words that are invented (random syllables): copying, not recall, predicts them."""
+LETTERS = "etaoinshrdlcumwfgypbvkjxqz"
+LETTER_WEIGHTS = (12.7, 9.1, 8.2, 7.5, 7.0, 6.7, 6.3, 6.1, 6.0, 4.3, 4.0, 2.8, 2.8, 2.4, 2.4, 2.2, 2.0, 2.0, 1.9, 1.5,
+                  1.0, 0.8, 0.2, 0.2, 0.1, 0.1)
+"""Letters by their rough share of English text (percent), for invented words."""
 _CALL_NAME = re.compile(r"<call>\s*([A-Za-z_][\w.-]*)")
 _NUMBER, _WORD = re.compile(r"^-?\d+$"), re.compile(r"^[A-Za-z]+$")
 
@@ -100,8 +104,11 @@ def _values(text: str) -> list[str]:
 
 
 def _invented(rng: random.Random) -> str:
-    """A made-up word of 2-3 syllables (``tomika``)."""
-    return "".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(2, 3)))
+    """A made-up word: 2-3 syllables (``tomika``), or 3-8 letters of English-like frequency (``rtsaelin``), so that
+    the agent learns to copy any split of a word into BPE pieces, not only those of the word list."""
+    if rng.random() < 0.5:
+        return "".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(2, 3)))
+    return "".join(rng.choices(LETTERS, LETTER_WEIGHTS, k=rng.randint(3, 8)))
 
 
 def _word(rng: random.Random) -> str:
@@ -159,12 +166,32 @@ def _prompt(rng: random.Random, question: str, tools: list[ToolSpec], answer: To
     return f"{question}\nFirst {names}; finish with {_usage(answer)}."
 
 
+IN_ORDER = 0.8
+"""The share of calls whose arguments take the fitting values of the context in order (first slot, first value;
+no value twice); the rest pick each argument at random among them."""
+
+
 def _pick(rng: random.Random, kind: str, context: list[str]) -> str:
     """An argument of ``kind`` copied from ``context`` (any value when none fits; a literal option as is)."""
     if kind not in ("number", "word", "any"):
         return kind
-    fits = [v for v in context if kind == "any" or bool(_NUMBER.match(v)) == (kind == "number")]
-    return rng.choice(fits or context or ["0"])
+    return rng.choice(_fitting(kind, context) or context or ["0"])
+
+
+def _fitting(kind: str, context: list[str]) -> list[str]:
+    return [v for v in context if kind == "any" or bool(_NUMBER.match(v)) == (kind == "number")]
+
+
+def _arguments(rng: random.Random, kinds: tuple[str, ...], context: list[str]) -> tuple[str, ...]:
+    """A call's arguments: in order (IN_ORDER of the time, each slot the first fitting value not yet used), else
+    each at random."""
+    if rng.random() >= IN_ORDER:
+        return tuple(_pick(rng, k, context) for k in kinds)
+    used: list[str] = []
+    for kind in kinds:
+        fresh = [v for v in _fitting(kind, context) if v not in used]
+        used.append(fresh[0] if fresh and kind in ("number", "word", "any") else _pick(rng, kind, context))
+    return tuple(used)
 
 
 def _observe(rng: random.Random) -> str:
@@ -181,10 +208,10 @@ def _play(rng: random.Random, question_values: list[str], tools: list[ToolSpec],
           answer: ToolSpec) -> tuple[list[str], list[str]]:
     """Scripted random play: 0-3 calls of the prompt's other tools, then the answer tool -> (calls, observations)."""
     context, calls, observations, last = list(question_values), [], [], None
-    turns = rng.choices((0, 1, 2, 3), (0.15, 0.45, 0.25, 0.15))[0] if tools else 0
+    turns = rng.choices((0, 1, 2, 3), (0.05, 0.5, 0.3, 0.15))[0] if tools else 0
     for _ in range(turns):
         tool = rng.choice(tools)
-        calls.append(_usage(ToolSpec(tool.name, tuple(_pick(rng, k, context) for k in tool.kinds), tool.kinds)))
+        calls.append(_usage(ToolSpec(tool.name, _arguments(rng, tool.kinds, context), tool.kinds)))
         observation = _observe(rng)
         observations.append(observation)
         fresh = [v for v in _values(observation) if not observation.startswith(("error", "ok", "done", "no"))]

@@ -145,8 +145,8 @@ TOOL_PIECES = r" ?</?[A-Za-z]+>| ?[A-Za-z]+| ?\d|\s+|[^\sA-Za-z\d]+"
 """The tool-use agent's BPE merges inside these pieces: a tag (``<call>``), a run of letters, one digit (each with
 the space before it), spaces, punctuation; so a number is copied digit by digit."""
 TOOL_AGENT = {
-    "full": {"corpus": 8000, "vocab": 768, "pieces": TOOL_PIECES, "layers": 2, "width": 64, "heads": 4,
-             "positions": 1024, "steps": 2500, "batch_size": 32, "lr": 5e-3, "max_obs_tokens": 96, "seed": 0,
+    "full": {"corpus": 12000, "vocab": 768, "pieces": TOOL_PIECES, "layers": 2, "width": 64, "heads": 4,
+             "positions": 1024, "steps": 3500, "batch_size": 32, "lr": 5e-3, "max_obs_tokens": 96, "seed": 0,
              "previous_token": True},
     "quick": {"corpus": 800, "vocab": 384, "pieces": TOOL_PIECES, "layers": 2, "width": 32, "heads": 2,
               "positions": 1024, "steps": 160, "batch_size": 16, "lr": 1e-2, "max_obs_tokens": 96, "seed": 0,

@@ -1,0 +1,39 @@
+"""The tool-use corpus's scripted play: every argument is copied from the prompt or an earlier observation, most
+calls take the fitting values in order, and invented words are not only syllables."""
+
+import re
+
+from pglab.envs.tooluse import IN_ORDER, NUMBER_SLOTS, corpus
+
+
+def arguments(call: str) -> list[str]:
+    return call.replace("<call>", "").replace("</call>", "").split()[1:]
+
+
+def test_every_argument_is_copied_from_the_prompt_or_an_earlier_observation():
+    for t in corpus(400, 5):
+        seen = re.findall(r"-?\d+|[A-Za-z]+", t.prompt)
+        for call, observation in zip(t.calls, t.observations):
+            assert all(arg in seen for arg in arguments(call)), (t.prompt, call)
+            seen += re.findall(r"-?\d+|[A-Za-z]+", observation)
+
+
+def test_two_number_calls_mostly_take_the_questions_numbers_in_order():
+    in_order = total = 0
+    for t in corpus(3000, 6):
+        question_numbers = list(dict.fromkeys(re.findall(r"-?\d+", t.prompt.split("<call>")[0])))
+        first = t.calls[0]
+        args = arguments(first)
+        usage = re.search(rf"<call> {re.escape(first.split()[1])} (\S+) (\S+) </call>", t.prompt)
+        number_slots = usage is not None and all(slot in NUMBER_SLOTS for slot in usage.groups())
+        if len(t.calls) > 1 and number_slots and len(args) == 2 and len(question_numbers) >= 2:
+            total += 1
+            in_order += args == question_numbers[:2]
+    share, se = in_order / total, (0.25 / total) ** 0.5
+    assert total > 100 and share >= IN_ORDER - 4 * se, (share, total)
+
+
+def test_invented_words_include_letter_strings_that_are_not_syllables():
+    words = set(re.findall(r"[a-z]{3,}", " ".join(t.prompt for t in corpus(500, 7))))
+    not_syllabic = [w for w in words if re.search(r"[^aeiou]{3}", w)]
+    assert len(not_syllabic) >= 20
