@@ -25,6 +25,16 @@ BOOK = {"base_train_pass": 0.144, "trained_train_pass": 0.775, "base_heldout_pas
         "trained_heldout_pass": 0.456, "base_train_valid": 0.973, "base_heldout_valid": 0.981,
         "base_train_submit": 0.750, "base_heldout_submit": 0.800}
 """agents-ch6 §6.7: the base and trained agents on both splits (one seed, 16 episodes per task)."""
+BOOK_EPISODES = {"train": 320, "heldout": 160}
+"""The book's episodes behind each split's rates (16 per task, 20 training and 10 held-out tasks)."""
+
+
+def book_rate_se(rate: float, split: str) -> float:
+    """The binomial standard error of a rate the book measured on its ``split`` episodes (for a rate per call, its
+    calls are at least its episodes, so this is an upper bound)."""
+    return math.sqrt(rate * (1 - rate) / BOOK_EPISODES[split])
+
+
 BOOK_LOSS = (0.0067, 0.0325, 0.0194, -0.0815, -0.0045, 0.0173, 0.0092, -0.0123)
 BOOK_REWARD = (0.156, 0.328, 0.469, 0.531, 0.719, 0.781, 0.828, 0.844)
 """agents-ch6 §6.7: the loss and the batch reward printed at steps 0, 10, ..., 70 of the book's run."""
@@ -184,7 +194,8 @@ def claims(result: Result, per_seed: list[dict], levels: dict[str, dict[str, flo
         for quantity in ("valid", "submit"):
             key = f"base_{split}_{quantity}"
             check_one_more(result, f"base agent {quantity} {'calls' if quantity == 'valid' else 'rate'} ({split}): "
-                                   f"the book's {BOOK[key]} as one more seed", [s[key] for s in per_seed], BOOK[key])
+                                   f"the book's {BOOK[key]} as one more seed", [s[key] for s in per_seed], BOOK[key],
+                           book_se=book_rate_se(BOOK[key], split))
         mean, se = seed_mean([s[f"base_{split}_pass"] for s in per_seed], n)
         for side, kind in (("at_least", "random"), ("at_most", "blind")):
             result.check_z(f"base agent pass rate ({split}) {'at least' if kind == 'random' else 'at most'} the "
@@ -193,12 +204,15 @@ def claims(result: Result, per_seed: list[dict], levels: dict[str, dict[str, flo
                            side=side, dof=dof)
     # The training claims need the full 80 steps of 64 episodes: a quick run reports them as not evaluated.
     check_one_more(result, f"trained pass rate (train): the book's {BOOK['trained_train_pass']} as one more seed",
-                   [s["trained_train_pass"] for s in per_seed], BOOK["trained_train_pass"], full_size=True)
+                   [s["trained_train_pass"] for s in per_seed], BOOK["trained_train_pass"],
+                   book_se=book_rate_se(BOOK["trained_train_pass"], "train"), full_size=True)
     for split, n in episodes.items():
         gain = [s[f"trained_{split}_pass"] - s[f"base_{split}_pass"] for s in per_seed]
         book = BOOK[f"trained_{split}_pass"] - BOOK[f"base_{split}_pass"]
+        book_se = math.hypot(book_rate_se(BOOK[f"trained_{split}_pass"], split),
+                             book_rate_se(BOOK[f"base_{split}_pass"], split))
         check_one_more(result, f"trained minus base pass rate ({split}): the book's {book:+.3f} as one more seed",
-                       gain, book, full_size=True)
+                       gain, book, book_se=book_se, full_size=True)
         mean, se = seed_mean(gain, 2 * n)
         result.check_z(f"trained minus base pass rate ({split}): at least half the book's {book:+.3f}", mean,
                        book / 2, se, f"mean over seeds, one-sided Student's t with {dof} dof; no learning fails it",
