@@ -4,11 +4,12 @@ An agent copies its arguments from the prompt and the observations, often a toke
 number digit by digit). Copying needs an induction head: at the current token, attend to the
 position just after an earlier occurrence of that token and repeat what stands there. A plain
 GPT-2 must first grow, in a lower layer, a head that moves each token's identity one position on;
-on the tool-use corpus a 2-layer, 64-wide GPT-2 had not done so after 2,250 cloning steps (an
-argument digit right with probability above one half 41% of the time). Here the input embedding
-at position t is ``wte(x_t) + prev_wte(x_{t-1})``, a second embedding table of the previous token,
-so the first attention layer can match "the token before j" against "my token" at once (the
-smeared-key idea of the induction-head literature, at the input): 75% after 2,000 steps.
+on the tool-use corpus a 2-layer, 64-wide GPT-2 had barely begun after 2,000 cloning steps (an
+argument digit given probability above one half 11% of the time). Here the input embedding at
+position t is ``wte(x_t) + prev_wte(x_{t-1})``, a second embedding table of the previous token, so
+the first attention layer can match "the token before j" against "my token" at once (the
+smeared-key idea of the induction-head literature, at the input): 78% after 2,000 steps
+(``scripts/copy_probe.py``, docs/results/tool-agent/copy-probe.txt).
 
 The previous token is the previous *real* token of the row (``attention_mask`` 1): left padding
 and the holes of incremental decoding are skipped, and the first real token has none (a zero
