@@ -37,3 +37,18 @@ def test_invented_words_include_letter_strings_that_are_not_syllables():
     words = set(re.findall(r"[a-z]{3,}", " ".join(t.prompt for t in corpus(500, 7))))
     not_syllabic = [w for w in words if re.search(r"[^aeiou]{3}", w)]
     assert len(not_syllabic) >= 20
+
+
+def test_a_call_without_the_argument_its_prompt_shows_is_malformed():
+    from pglab.envs.tooluse import prompt_tools, tools_with_arguments, well_formed
+
+    prompt = "Name the capital of quamor. Ask with <call> capital COUNTRY </call>, or <call> stop </call>."
+    tools, shown = prompt_tools(prompt), tools_with_arguments(prompt)
+    assert shown == {"capital"}
+    assert well_formed("<call> capital quamor </call>", tools, shown) and well_formed("<call> stop </call>", tools, shown)
+    assert not well_formed("<call> capital </call>", tools, shown) and not well_formed("<call>capital  </call>", tools,
+                                                                                        shown)
+    assert well_formed("<call> capital </call>", tools)       # without the prompt's arguments: the name alone
+    # every scripted call of the corpus is well formed by the full check
+    for t in corpus(300, 8):
+        assert all(well_formed(c, prompt_tools(t.prompt), tools_with_arguments(t.prompt)) for c in t.calls), t

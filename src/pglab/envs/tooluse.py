@@ -9,8 +9,8 @@ unskilled, agents-ch6 §6.2): every call names a tool of the prompt, its argumen
 copied from the question or from earlier observations, a random tool world answers (a number, a word, an error,
 ``done``), and the episode ends with an answer-like tool whose argument is often the last observation.
 
-:func:`prompt_tools` and :func:`well_formed` are the generic format check of a call against the tools a prompt
-names (the format cost of ``train-agent`` outside BugFixEnv).
+:func:`prompt_tools`, :func:`tools_with_arguments` and :func:`well_formed` are the generic format check of a call
+against the tools a prompt names (the format cost of ``train-agent`` outside BugFixEnv).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ LETTER_WEIGHTS = (12.7, 9.1, 8.2, 7.5, 7.0, 6.7, 6.3, 6.1, 6.0, 4.3, 4.0, 2.8, 2
                   1.0, 0.8, 0.2, 0.2, 0.1, 0.1)
 """Letters by their rough share of English text (percent), for invented words."""
 _CALL_NAME = re.compile(r"<call>\s*([A-Za-z_][\w.-]*)")
+_USAGE = re.compile(r"<call>\s*([A-Za-z_][\w.-]*)([^<]*)</call>")
 _NUMBER, _WORD = re.compile(r"^-?\d+$"), re.compile(r"^[A-Za-z]+$")
 
 
@@ -92,10 +93,20 @@ def prompt_tools(prompt: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_CALL_NAME.findall(prompt)))
 
 
-def well_formed(call: str, tools: tuple[str, ...]) -> bool:
-    """Whether ``call`` is ``<call> NAME ... </call>`` (nothing else around it) with NAME one of ``tools``."""
+def tools_with_arguments(prompt: str) -> frozenset[str]:
+    """The tools every one of whose usages in ``prompt`` (``<call> NAME ARG ... </call>``) shows an argument."""
+    usages: dict[str, bool] = {}
+    for name, rest in _USAGE.findall(prompt):
+        usages[name] = usages.get(name, True) and bool(rest.strip())
+    return frozenset(name for name, shown in usages.items() if shown)
+
+
+def well_formed(call: str, tools: tuple[str, ...], with_arguments: frozenset[str] = frozenset()) -> bool:
+    """Whether ``call`` is ``<call> NAME ... </call>`` (nothing else around it) with NAME one of ``tools``, and with
+    an argument when NAME is one of ``with_arguments`` (:func:`tools_with_arguments`: the prompt shows one)."""
     found = re.fullmatch(r"\s*<call>\s*(\S+)(.*?)</call>\s*", call, re.DOTALL)
-    return found is not None and found.group(1) in tools and "<call>" not in found.group(2)
+    return (found is not None and found.group(1) in tools and "<call>" not in found.group(2)
+            and (found.group(1) not in with_arguments or bool(found.group(2).strip())))
 
 
 def _values(text: str) -> list[str]:
@@ -263,5 +274,5 @@ def corpus(size: int, seed: int) -> list[Transcript]:
     return [transcript(rng) for _ in range(size)]
 
 
-__all__ = ["ANSWER_TOOLS", "TOOL_NAMES", "VERSION", "ToolSpec", "Transcript", "corpus", "prompt_tools", "transcript",
-           "well_formed"]
+__all__ = ["ANSWER_TOOLS", "TOOL_NAMES", "VERSION", "ToolSpec", "Transcript", "corpus", "prompt_tools",
+           "tools_with_arguments", "transcript", "well_formed"]

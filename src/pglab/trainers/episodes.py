@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from pglab.batch import TokenBatch
-from pglab.envs.tooluse import prompt_tools, well_formed
+from pglab.envs.tooluse import prompt_tools, tools_with_arguments, well_formed
 from pglab.estimators import EMABaseline
 from pglab.estimators.advantages import uses_groups
 from pglab.models.policy import TokenPolicy
@@ -156,14 +156,14 @@ def draw_keys(keys: Sequence[Any], batch_size: int, group_size: int, generator: 
 
 def malformed_calls(log: Any) -> list[bool]:
     """Which calls of a collected episode (its EpisodeLog) are malformed: as BugFixEnv's record says, or in another
-    environment each call that is not ``<call> TOOL ... </call>`` with TOOL a tool the prompt names in that syntax
-    (:func:`~pglab.envs.tooluse.well_formed`); a final reply ended by end-of-text without ``<call>`` is no call, and
-    a prompt that names no tool judges none."""
+    environment each call that is not ``<call> TOOL ... </call>`` with TOOL a tool the prompt names in that syntax,
+    with an argument where the prompt shows one (:func:`~pglab.envs.tooluse.well_formed`); a final reply ended by
+    end-of-text without ``<call>`` is no call, and a prompt that names no tool judges none."""
     if log.record is not None:
         return list(log.record.invalid)
-    tools = prompt_tools(log.prompt)
-    return [bool(tools) and not well_formed(call, tools) and not (stop == "eos" and "<call>" not in call)
-            for call, stop in zip(log.calls, log.stops)]
+    tools, with_arguments = prompt_tools(log.prompt), tools_with_arguments(log.prompt)
+    return [bool(tools) and not well_formed(call, tools, with_arguments)
+            and not (stop == "eos" and "<call>" not in call) for call, stop in zip(log.calls, log.stops)]
 
 
 def format_costs(batch: TokenBatch, cost: float) -> TokenBatch:
