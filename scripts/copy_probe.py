@@ -16,16 +16,14 @@ import sys
 import time
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
 
 from pglab.envs.tooluse import corpus
 from pglab.estimators import masked_mean
 from pglab.models.default_lm import train_tokenizer
-from pglab.models.shifted_gpt2 import ShiftedGPT2Config, ShiftedGPT2LMHeadModel
 from pglab.sampling.scoring import sequence_log_probs
 from pglab.sampling.text_episodes import TextLayout
 from pglab.trainers.agent_config import TOOL_AGENT
-from pglab.trainers.hf_agent import transcripts_batch
+from pglab.trainers.hf_agent import agent_gpt2, transcripts_batch
 
 torch.set_num_threads(1)
 kind, steps, width = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -36,13 +34,8 @@ tokenizer = train_tokenizer(texts, spec["vocab"], pieces=spec["pieces"])
 layout = TextLayout(tokenizer, chat=False, max_obs_tokens=96)
 data, held_out = transcripts_batch(layout, train), transcripts_batch(layout, test)
 digit = torch.tensor([bool(re.fullmatch(r"\s?\d", tokenizer.decode([i]))) for i in range(len(tokenizer))])
-eos = tokenizer.eos_token_id
-shifted = kind == "shift"
-config = (ShiftedGPT2Config if shifted else GPT2Config)(
-    vocab_size=len(tokenizer), n_positions=1024, n_embd=width, n_layer=2, n_head=4, resid_pdrop=0.0, embd_pdrop=0.0,
-    attn_pdrop=0.0, bos_token_id=eos, eos_token_id=eos, pad_token_id=eos)
 torch.manual_seed(0)
-model = (ShiftedGPT2LMHeadModel if shifted else GPT2LMHeadModel)(config)
+model = agent_gpt2(tokenizer, {**spec, "width": width, "previous_token": kind == "shift"})
 optimizer = torch.optim.Adam(model.parameters(), lr=spec["lr"])
 gen = torch.Generator().manual_seed(0)
 

@@ -77,8 +77,8 @@ def demonstrations(layout: TextLayout, kinds: Sequence[str], episodes_per_task: 
                    [e.reward for e in episodes], pad, info=[dict(e.info) for e in episodes])
 
 
-def clone_gpt2(tokenizer: Any, data: TokenBatch, spec: dict) -> tuple[torch.nn.Module, list[float]]:
-    """A GPT-2 of ``spec``'s shape behaviour-cloned on ``data``'s policy tokens -> (model, losses); with
+def agent_gpt2(tokenizer: Any, spec: dict) -> torch.nn.Module:
+    """An untrained GPT-2 of ``spec``'s shape for ``tokenizer`` (weights from torch's current RNG); with
     ``spec["previous_token"]`` a :class:`~pglab.models.shifted_gpt2.ShiftedGPT2LMHeadModel` (it copies)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -90,9 +90,15 @@ def clone_gpt2(tokenizer: Any, data: TokenBatch, spec: dict) -> tuple[torch.nn.M
         vocab_size=len(tokenizer), n_positions=spec["positions"], n_embd=spec["width"], n_layer=spec["layers"],
         n_head=spec["heads"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=eos, eos_token_id=eos,
         pad_token_id=eos)
+    return (ShiftedGPT2LMHeadModel if shifted else GPT2LMHeadModel)(config)
+
+
+def clone_gpt2(tokenizer: Any, data: TokenBatch, spec: dict) -> tuple[torch.nn.Module, list[float]]:
+    """A GPT-2 of ``spec``'s shape (:func:`agent_gpt2`) behaviour-cloned on ``data``'s policy tokens -> (model,
+    losses)."""
     with torch.random.fork_rng(devices=[]), single_torch_thread():
         torch.manual_seed(spec["seed"])
-        model = (ShiftedGPT2LMHeadModel if shifted else GPT2LMHeadModel)(config).eval()
+        model = agent_gpt2(tokenizer, spec).eval()
         losses = behaviour_cloning(model, data, spec["steps"], spec["batch_size"], spec["lr"],
                                    torch.Generator().manual_seed(spec["seed"]))
     return model, losses
