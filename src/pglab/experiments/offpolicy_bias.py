@@ -19,7 +19,11 @@ Closed form: E_mu[rho(y) A S(y)] = E_pi[A S] with rho the sequence ratio, so seq
 for any sampler with full support (the leave-one-out baseline does not depend on the reply it
 multiplies). A token ratio corrects each token's choice but not the prefix it was chosen in, so token
 weights are biased from the second token on. Truncating (or masking) a weight removes variance and
-adds bias; the cap sweep of sequence TIS at the largest mismatch measures that trade.
+adds bias; the cap sweep of sequence TIS at the largest mismatch measures that trade. Neither side of the
+trade is a theorem for one random policy: over 245 first seeds (scripts/offpolicy_seeds.py) the sweep's
+variance rose with the cap every time, at the largest noise its bias fell at every step at only 210, and the
+naive loss's bias grew from the smallest to the largest mismatch every time but not always at every step;
+only what held everywhere is claimed.
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ CORRECTIONS = ("naive", "PPO-clip", "token TIS", "sequence TIS", "token mask (Ic
                "geometric mask", "sequence IS", "decoupled PPO")
 """The corrections compared, in table order."""
 EXACT = "exact enumeration in float64; observed identities hold to about 1e-15"
-
+MEASURED = ("exact values; not a theorem: held at 245 of 245 first seeds (40000-40244, "
+            "docs/results/offpolicy-bias-seeds.txt) and at the seed sweep's 20")
 
 @dataclass
 class Config:
@@ -183,24 +188,25 @@ def check_claims(result: Result, config: Config, table: list[dict], sweep: list[
     for kind, grid in (("noise", config.noise_scales), ("stale", config.staleness)):
         naive = [r["relative_bias"] for r in sorted(table, key=lambda r: r["level"])
                  if r["correction"] == "naive" and r["sampler"] == kind]
-        result.check_range(f"naive loss: steps of the {kind} grid {', '.join(f'{g:g}' for g in grid)} at which its "
-                           "relative bias fails to grow", steps_up(naive), high=0,
-                           tolerance="exact values at each grid point; a measured fact, not a closed form")
+        result.check_range(f"naive loss: relative bias at {kind} {max(grid):g} minus that at {kind} {min(grid):g} "
+                           "(more mismatch, more bias)", naive[-1] - naive[0], low=0.0, tolerance=MEASURED)
+        result.metrics[f"naive loss: steps of the {kind} grid at which its relative bias fails to grow"] = \
+            steps_up(naive)
         swept = sorted((r for r in sweep if r["sampler"] == kind), key=lambda r: r["cap"])
         sequence_is = next(r for r in table if r["correction"] == "sequence IS" and r["sampler"] == kind
                            and r["level"] == max(grid))
         biases = [r["relative_bias"] for r in swept] + [sequence_is["relative_bias"]]
         variances = [r["total_variance"] for r in swept] + [sequence_is["total_variance"]]
-        # where the largest ratio exceeds every cap, each cap truncates: the trade must be strict
+        # where the largest ratio exceeds every cap, each cap truncates: the variance must rise strictly
         strict = sequence_is["largest_sequence_ratio"] > max(config.caps)
-        result.check_range(f"sequence TIS at {kind} {max(grid):g} (largest ratio "
-                           f"{sequence_is['largest_sequence_ratio']:.3g}), caps "
-                           f"{', '.join(f'{c:g}' for c in config.caps)} then untruncated: steps at which raising the "
-                           f"cap {'fails to lower' if strict else 'raises'} the bias or "
-                           f"{'fails to raise' if strict else 'lowers'} the total variance (truncation trades bias for "
-                           "variance)", steps_up([-b for b in biases], strict) + steps_up(variances, strict), high=0,
-                           tolerance="exact values at each cap; strict where every cap truncates, else up to "
-                                     "roundoff; a measured fact of this policy and sampler")
+        where = (f"sequence TIS at {kind} {max(grid):g} (largest ratio {sequence_is['largest_sequence_ratio']:.3g}), "
+                 f"caps {', '.join(f'{c:g}' for c in config.caps)} then untruncated")
+        result.check_range(f"{where}: steps at which raising the cap {'fails to raise' if strict else 'lowers'} the "
+                           "total variance (truncation removes variance)", steps_up(variances, strict), high=0,
+                           tolerance=MEASURED)
+        # the bias is not monotone in the cap: at noise 2 it failed to fall at some step at 35 of 245 first seeds
+        result.metrics[f"{where}: steps at which raising the cap fails to lower the bias"] = steps_up(
+            [-b for b in biases], strict)
     truncated = [r for r in table if r["correction"] == "token TIS"]
     untruncated = {(r["sampler"], r["level"]): r for r in table if r["correction"] == "decoupled PPO"}
     result.check_range("token TIS against the untruncated token ratio (decoupled PPO at pi's parameters): samplers at "
