@@ -1,7 +1,7 @@
 """Copy probe: how fast the tool-use agent's GPT-2 learns to copy call arguments, plain or with the previous token.
 
 Clones a 2-layer GPT-2 (``plain``: GPT2LMHeadModel; ``shift``: the previous-token model of
-:mod:`pglab.models.shifted_gpt2`) on the tool-use corpus of the full recipe (8,000 transcripts, its BPE), Adam at
+:mod:`pglab.models.shifted_gpt2`; ``shift2``: the same with the last two tokens) on the tool-use corpus of the full recipe (8,000 transcripts, its BPE), Adam at
 the recipe's rate, batch 32, and every 250 steps prints, on 400 held-out transcripts (corpus seed 99): the
 cross-entropy of all policy tokens, that of the digit tokens among them (call arguments copied digit by digit),
 and the share of those digits given probability above one half. Several digits have two candidates in the
@@ -35,7 +35,7 @@ layout = TextLayout(tokenizer, chat=False, max_obs_tokens=96)
 data, held_out = transcripts_batch(layout, train), transcripts_batch(layout, test)
 digit = torch.tensor([bool(re.fullmatch(r"\s?\d", tokenizer.decode([i]))) for i in range(len(tokenizer))])
 torch.manual_seed(0)
-model = agent_gpt2(tokenizer, {**spec, "width": width, "previous_token": kind == "shift"})
+model = agent_gpt2(tokenizer, {**spec, "width": width, "previous_tokens": {"plain": 0, "shift": 1, "shift2": 2}[kind]})
 optimizer = torch.optim.Adam(model.parameters(), lr=spec["lr"])
 gen = torch.Generator().manual_seed(0)
 

@@ -20,7 +20,7 @@ def test_every_argument_is_copied_from_the_prompt_or_an_earlier_observation():
 
 def test_two_number_calls_mostly_take_the_questions_numbers_in_order():
     in_order = total = 0
-    for t in corpus(3000, 6):
+    for t in corpus(10000, 6):
         question_numbers = list(dict.fromkeys(re.findall(r"-?\d+", t.prompt.split("<call>")[0])))
         first = t.calls[0]
         args = arguments(first)

@@ -14,27 +14,42 @@ from pglab.models.shifted_gpt2 import ShiftedGPT2Config, ShiftedGPT2LMHeadModel,
 TOL = 1e-5   # float32 logits of a 2-layer model: the same sums in another order
 
 
-@pytest.fixture(scope="module")
-def model():
+@pytest.fixture(scope="module", params=[1, 2], ids=["one-back", "two-back"])
+def model(request):
     torch.manual_seed(0)
     config = ShiftedGPT2Config(vocab_size=50, n_positions=64, n_embd=32, n_layer=2, n_head=2, resid_pdrop=0.0,
-                               embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+                               embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0, pad_token_id=0,
+                               previous_tokens=request.param)
     return ShiftedGPT2LMHeadModel(config).eval()
 
 
-def test_previous_real_matches_a_loop():
-    gen = torch.Generator().manual_seed(1)
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_previous_real_matches_a_loop(k):
+    gen = torch.Generator().manual_seed(k)
     ids = torch.randint(0, 9, (6, 10), generator=gen)
     real = torch.rand(6, 10, generator=gen) < 0.6
-    carried = torch.tensor([-1, 3, -1, 7, 2, -1])
+    carried = torch.tensor([[-1] * k, [3] + [-1] * (k - 1), [-1] * k, [7, 4, 1][:k], [2, 8, 6][:k], [-1] * k])
     previous, last = previous_real(ids, real, carried)
+    assert previous.shape == (6, 10, k) and last.shape == (6, k)
     for r in range(6):
-        before = int(carried[r])
+        before = [int(c) for c in carried[r]]          # the latest first
         for t in range(10):
-            assert previous[r, t] == before
+            assert previous[r, t].tolist() == before
             if real[r, t]:
-                before = int(ids[r, t])
-        assert last[r] == before
+                before = [int(ids[r, t])] + before[:-1]
+        assert last[r].tolist() == before
+
+
+def test_two_back_changes_the_logits_where_one_back_agrees():
+    torch.manual_seed(0)
+    config = ShiftedGPT2Config(vocab_size=50, n_positions=64, n_embd=32, n_layer=1, n_head=2, bos_token_id=0,
+                               eos_token_id=0, pad_token_id=0, previous_tokens=2)
+    two = ShiftedGPT2LMHeadModel(config).eval()
+    a, b = torch.tensor([[5, 6, 7]]), torch.tensor([[9, 6, 7]])     # position 2: same token, same one back
+    with torch.no_grad():
+        assert (two(input_ids=a).logits[0, 2] - two(input_ids=b).logits[0, 2]).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="previous_tokens"):
+        ShiftedGPT2Config(previous_tokens=3)
 
 
 def test_the_previous_token_changes_the_logits(model):

@@ -6,8 +6,9 @@ A generator (pure functions of a ``random.Random``) invents small tasks in pglab
 prompt in one of several templates (the calculator of docs/agents.md, a tool list as the TRL adapter writes it,
 reasoning-gym's instruction, a one-turn choice). Each transcript is **scripted random play** (well-formed and
 unskilled, agents-ch6 §6.2): every call names a tool of the prompt, its arguments are values of the right kind
-copied from the question or from earlier observations, a random tool world answers (a number, a word, an error,
-``done``), and the episode ends with an answer-like tool whose argument is often the last observation.
+copied from the question or from earlier observations, a random tool world answers (a number, a word, an
+argument spelled backwards, an error, ``done``), and the episode ends with an answer-like tool whose argument is
+often the last observation.
 
 :func:`prompt_tools`, :func:`tools_with_arguments` and :func:`well_formed` are the generic format check of a call
 against the tools a prompt names (the format cost of ``train-agent`` outside BugFixEnv).
@@ -19,7 +20,7 @@ import random
 import re
 from dataclasses import dataclass
 
-VERSION = 3
+VERSION = 7
 """The generator's version: part of the tool-use agent's cache key (bump it when a transcript changes)."""
 TOOL_NAMES = ("add", "sum", "plus", "multiply", "times", "subtract", "minus", "divide", "double", "square",
               "increment", "decrement", "lookup", "get", "find", "search", "query", "fetch", "read", "open",
@@ -33,6 +34,11 @@ NUMBER_SLOTS = ("A", "B", "C", "N", "M", "X", "Y", "K", "n", "x", "value", "step
 """Placeholders of a number argument."""
 WORD_SLOTS = ("WORD", "NAME", "KEY", "TEXT", "word", "name", "key", "city", "item", "query", "color", "s")
 """Placeholders of a word argument."""
+OTHER_SLOTS = ("COUNTRY", "CITY", "FILE", "PATH", "ID", "USER", "DATE", "TERM", "TOPIC", "LABEL", "INDEX", "CODE",
+               "TITLE", "ITEM", "ARG", "INPUT", "target", "arg", "id", "term")
+"""Placeholders that say nothing of their kind; with invented ones (upper-case made-up words), OTHER_SLOT of the
+slots, so that any word after a tool's name in a usage reads as an argument."""
+OTHER_SLOT = 0.3
 ANSWER_SLOTS = ("ANSWER", "answer", "RESULT", "result", "value", "N", "X", "text")
 """Placeholders of an answer tool's argument (a number or a word)."""
 WORDS = ("apple", "river", "stone", "cloud", "tiger", "lemon", "piano", "robot", "candle", "forest", "silver",
@@ -137,11 +143,25 @@ def _answer_name(rng: random.Random) -> str:
     return rng.choice(ANSWER_TOOLS)
 
 
+MIXED = 0.4
+"""The share of two-argument tools that take a number and a word (``convert VALUE UNIT``)."""
+
+
 def _tool(rng: random.Random, name: str) -> ToolSpec:
-    """A tool of 1-2 arguments, numbers or words."""
-    kind = rng.choice(("number", "word"))
-    slots = rng.sample(NUMBER_SLOTS if kind == "number" else WORD_SLOTS, rng.choice((1, 1, 2)))
-    return ToolSpec(name, tuple(slots), (kind,) * len(slots))
+    """A tool of 1-2 arguments, numbers or words (a pair of both kinds MIXED of the time)."""
+    count = rng.choice((1, 1, 2))
+    kinds = (rng.sample(("number", "word"), 2) if count == 2 and rng.random() < MIXED
+             else [rng.choice(("number", "word"))] * count)
+    slots = [rng.choice(NUMBER_SLOTS if kind == "number" else WORD_SLOTS) for kind in kinds]
+    if len(set(slots)) < len(slots):
+        slots[1] = _other_slot(rng)
+    slots = [_other_slot(rng) if rng.random() < OTHER_SLOT else slot for slot in slots]
+    return ToolSpec(name, tuple(slots), tuple(kinds))
+
+
+def _other_slot(rng: random.Random) -> str:
+    """A placeholder of no telling name: one of OTHER_SLOTS or an invented word in capitals."""
+    return rng.choice(OTHER_SLOTS) if rng.random() < 0.5 else _invented(rng).upper()
 
 
 def _question(rng: random.Random) -> tuple[str, list[str]]:
@@ -158,23 +178,69 @@ def _question(rng: random.Random) -> tuple[str, list[str]]:
     return text, [str(x) for x in values]
 
 
+NAMING = 0.2
+"""The share of tasks whose question names their first tool (``Name the capital of norvia`` with a tool
+``capital``): the tool's name in the question is not an argument."""
+
+
+def _naming_question(rng: random.Random, name: str) -> tuple[str, list[str]]:
+    """A question that names the tool ``name`` and holds one value, a word or a number (its argument)."""
+    value = _word(rng) if rng.random() < 0.7 else str(rng.randint(0, 999))
+    forms = (f"Name the {name} of {value}.", f"What is the {name} of {value}?", f"Find the {name} for {value}.",
+             f"Give the {name} of {value}.", f"Get the {name} of {value} and report it.",
+             f"{value}: what is its {name}?")
+    return rng.choice(forms), [value]
+
+
 def _usage(tool: ToolSpec) -> str:
     return f"<call> {' '.join((tool.name, *tool.slots))} </call>"
 
 
+HEADS = ("Use", "Call", "You may call", "Tools:", "Ask with", "Try", "You can use", "Available:", "Work with",
+         "Start with", "Look it up with", "First call")
+"""How a sentence-style prompt introduces the tools."""
+FINISHES = (", then", " and finish with", ". End with", "; answer with", ". Finish with", " and then", ". Submit with",
+            ", and reply with")
+"""How a sentence-style prompt introduces the answer tool after the others."""
+
+
+VERBS = ("returns", "converts", "looks up", "computes", "counts", "checks", "adds", "stores", "reads", "changes",
+         "finds", "gives", "turns", "sends", "moves", "makes")
+"""Verbs of the invented tool descriptions."""
+
+
+def _description(rng: random.Random) -> str:
+    """What a tool does, as a prompt describes it: one of DESCRIPTIONS or an invented sentence of made-up nouns
+    (``converts the tomika to a rtsa``), whose words are never arguments."""
+    if rng.random() < 0.5:
+        return rng.choice(DESCRIPTIONS)
+    text = f"{rng.choice(VERBS)} {rng.choice(('a', 'the', 'its', 'one'))} {_word(rng)}"
+    if rng.random() < 0.5:
+        text += f" {rng.choice(('to', 'of', 'for', 'in', 'into'))} the {rng.choice(('next', 'other', 'given', ''))}"
+        text = f"{text.rstrip()} {_word(rng)}"
+    return text[0].upper() + text[1:] + "."
+
+
+def _described(rng: random.Random, tool: ToolSpec) -> str:
+    """A usage with a description after it, in a sentence (``<call> count WORD </call> counts the letters``)."""
+    return f"{_usage(tool)} {_description(rng).rstrip('.').lower()}"
+
+
 def _prompt(rng: random.Random, question: str, tools: list[ToolSpec], answer: ToolSpec) -> str:
-    """The task in one of the templates: calculator style, a TRL-style tool list, a sentence naming each tool."""
-    template = rng.randrange(3) if tools else 0
+    """The task in one of the templates: a sentence naming the tools (the calculator's style, with varied wording),
+    a TRL-style tool list, "First ...; finish with ...", or the usages described inline."""
+    template = rng.randrange(4) if tools else 0
     if template == 0:
-        uses = ", ".join(_usage(t) for t in tools)
-        head = rng.choice(("Use", "Call", "You may call", "Tools:"))
-        return (f"{question} {head} {uses}, then {_usage(answer)}." if tools
-                else f"{question} Answer with {_usage(answer)}.")
+        uses = rng.choice((", ", " or ", "; ", " and ")).join(_usage(t) for t in tools)
+        return (f"{question} {rng.choice(HEADS)} {uses}{rng.choice(FINISHES)} {_usage(answer)}." if tools
+                else f"{question} {rng.choice(('Answer with', 'Reply with', 'Finish with'))} {_usage(answer)}.")
     if template == 1:
-        lines = [f"{_usage(t)}: {rng.choice(DESCRIPTIONS)}" for t in (*tools, answer)]
+        lines = [f"{_usage(t)}: {_description(rng)}" for t in (*tools, answer)]
         return "\n".join([question, *lines, "A reply without a call ends the episode."])
-    names = " or ".join(_usage(t) for t in tools)
-    return f"{question}\nFirst {names}; finish with {_usage(answer)}."
+    if template == 2:
+        names = " or ".join(_usage(t) for t in tools)
+        return f"{question}\nFirst {names}; finish with {_usage(answer)}."
+    return f"{question} Tools: {'; '.join(_described(rng, t) for t in (*tools, answer))}."
 
 
 IN_ORDER = 0.8
@@ -205,8 +271,15 @@ def _arguments(rng: random.Random, kinds: tuple[str, ...], context: list[str]) -
     return tuple(used)
 
 
-def _observe(rng: random.Random) -> str:
-    """What a random tool world answers a call that does not end the episode."""
+REVERSED = 0.2
+"""The share of tool answers that are one of the call's arguments spelled backwards (a word tool's typical answer):
+its pieces are the argument's in another order, so copying it needs more than the last token as context."""
+
+
+def _observe(rng: random.Random, arguments: tuple[str, ...]) -> str:
+    """What a random tool world answers a call (with ``arguments``) that does not end the episode."""
+    if arguments and rng.random() < REVERSED:
+        return rng.choice(arguments)[::-1]
     roll = rng.random()
     if roll < 0.5:
         return str(rng.randint(0, 999))
@@ -222,8 +295,9 @@ def _play(rng: random.Random, question_values: list[str], tools: list[ToolSpec],
     turns = rng.choices((0, 1, 2, 3), (0.05, 0.5, 0.3, 0.15))[0] if tools else 0
     for _ in range(turns):
         tool = rng.choice(tools)
-        calls.append(_usage(ToolSpec(tool.name, _arguments(rng, tool.kinds, context), tool.kinds)))
-        observation = _observe(rng)
+        arguments = _arguments(rng, tool.kinds, context)
+        calls.append(_usage(ToolSpec(tool.name, arguments, tool.kinds)))
+        observation = _observe(rng, arguments)
         observations.append(observation)
         fresh = [v for v in _values(observation) if not observation.startswith(("error", "ok", "done", "no"))]
         context += fresh
@@ -263,7 +337,8 @@ def transcript(rng: random.Random) -> Transcript:
              for _ in range(rng.choice((1, 1, 1, 2, 2, 3)))]
     tools = [_tool(rng, name) for name in names] if rng.random() < 0.9 else []
     answer = ToolSpec(_answer_name(rng), (rng.choice(ANSWER_SLOTS),), ("any",))
-    question, values = _question(rng)
+    question, values = (_naming_question(rng, tools[0].name) if tools and rng.random() < NAMING
+                        else _question(rng))
     calls, observations = _play(rng, values, tools, answer)
     return Transcript(_prompt(rng, question, tools, answer), tuple(calls), tuple(observations))
 

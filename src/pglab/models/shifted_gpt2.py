@@ -15,6 +15,11 @@ The previous token is the previous *real* token of the row (``attention_mask`` 1
 and the holes of incremental decoding are skipped, and the first real token has none (a zero
 vector). Incremental decoding keeps each row's last real token in the cache object the model
 returns (:class:`ShiftedCache`), which follows the cache's row selection and repetition.
+
+With ``previous_tokens = 2`` a third table, ``prev2_wte``, adds the token two real positions back, so a head can
+match two tokens of context at once. One-token matching copies the wrong continuation wherever a piece occurs twice
+(a word and its reverse share pieces: after ``dd`` in ``elddas`` it continues with ``le``, from ``saddle``);
+matching the last two tokens tells the occurrences apart.
 """
 
 from __future__ import annotations
@@ -26,13 +31,21 @@ MODEL_TYPE = "pglab_shifted_gpt2"
 
 
 class ShiftedGPT2Config(GPT2Config):
-    """GPT2Config of :class:`ShiftedGPT2LMHeadModel` (the same fields)."""
+    """GPT2Config of :class:`ShiftedGPT2LMHeadModel`: GPT-2's fields and ``previous_tokens``, how many previous real
+    tokens each position embeds (1 or 2)."""
 
     model_type = MODEL_TYPE
 
+    def __init__(self, previous_tokens: int = 1, **kwargs):
+        if previous_tokens not in (1, 2):
+            raise ValueError(f"previous_tokens must be 1 or 2, got {previous_tokens!r}")
+        self.previous_tokens = previous_tokens
+        super().__init__(**kwargs)
+
 
 class ShiftedCache(DynamicCache):
-    """A DynamicCache that also holds each row's last real token id (``last_ids`` [B], -1: none yet)."""
+    """A DynamicCache that also holds each row's last real token ids (``last_ids`` [B, K], the latest first; -1:
+    none yet)."""
 
     last_ids: torch.Tensor | None = None
 
@@ -48,27 +61,43 @@ class ShiftedCache(DynamicCache):
 
 
 def previous_real(ids: torch.Tensor, real: torch.Tensor, carried: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """For each position, the id of the last real token before it (``carried`` [B] where the row has none in
-    ``ids``); ids, real [B, L] -> (previous ids [B, L], each row's last real id [B]); -1 means none."""
+    """For each position, the ids of the last K real tokens before it, the latest first; ``carried`` [B, K] holds
+    each row's last K real ids before ``ids`` (the same order). ids, real [B, L] -> (previous ids [B, L, K], each
+    row's last K real ids [B, K]); -1 means none."""
     rows, length = ids.shape
-    positions = torch.arange(length, device=ids.device).expand(rows, length)
-    last_at = torch.where(real, positions, -1).cummax(1).values          # last real index at or before t
-    before = torch.cat([last_at.new_full((rows, 1), -1), last_at[:, :-1]], 1)
-    previous = torch.where(before >= 0, ids.gather(1, before.clamp(min=0)), carried[:, None])
-    final = last_at[:, -1:]
-    last = torch.where(final[:, 0] >= 0, ids.gather(1, final.clamp(min=0))[:, 0], carried)
-    return previous, last
+    k = carried.shape[1]
+    ext_ids = torch.cat([carried.flip(1), ids, ids.new_full((rows, 1), -1)], 1)      # carried, ids, one slot after
+    ext_real = torch.cat([carried.flip(1) >= 0, real, real.new_zeros((rows, 1))], 1)
+    positions = torch.arange(ext_ids.shape[1], device=ids.device).expand(rows, -1)
+    last_at = torch.where(ext_real, positions, -1).cummax(1).values      # last real index at or before t
+    found, before = [], torch.cat([last_at.new_full((rows, 1), -1), last_at[:, :-1]], 1)
+    for _ in range(k):
+        found.append(torch.where(before >= 0, ext_ids.gather(1, before.clamp(min=0)), -1))
+        before = torch.where(before > 0, last_at.gather(1, (before - 1).clamp(min=0)), -1)
+    previous = torch.stack(found, -1)
+    return previous[:, k:k + length], previous[:, -1]
 
 
 class ShiftedGPT2LMHeadModel(GPT2LMHeadModel):
-    """GPT2LMHeadModel with ``prev_wte``, an embedding of the previous real token added to every input."""
+    """GPT2LMHeadModel with ``prev_wte``, an embedding of the previous real token added to every input (and
+    ``prev2_wte``, the one before it, when ``config.previous_tokens`` is 2)."""
 
     config_class = ShiftedGPT2Config
 
     def __init__(self, config: GPT2Config):
         super().__init__(config)
+        self.previous_tokens = getattr(config, "previous_tokens", 1)
         self.prev_wte = torch.nn.Embedding(config.vocab_size, config.n_embd)
         self.prev_wte.weight.data.normal_(0.0, config.initializer_range)
+        if self.previous_tokens == 2:
+            self.prev2_wte = torch.nn.Embedding(config.vocab_size, config.n_embd)
+            self.prev2_wte.weight.data.normal_(0.0, config.initializer_range)
+
+    def _previous_embeds(self, previous: torch.Tensor) -> torch.Tensor:
+        """previous [B, L, K] (-1: none) -> the sum of their embeddings [B, L, n_embd]."""
+        tables = [self.prev_wte, *([self.prev2_wte] if self.previous_tokens == 2 else [])]
+        return sum(table(previous[..., j].clamp(min=0)) * (previous[..., j] >= 0)[..., None]
+                   for j, table in enumerate(tables))
 
     def forward(self, input_ids: torch.Tensor | None = None, cache: DynamicCache | None = None,
                 attention_mask: torch.Tensor | None = None, use_cache: bool | None = None,
@@ -85,13 +114,13 @@ class ShiftedGPT2LMHeadModel(GPT2LMHeadModel):
             cache = ShiftedCache()
         carried = getattr(cache, "last_ids", None)
         if carried is None:
-            carried = input_ids.new_full((rows,), -1)
+            carried = input_ids.new_full((rows, self.previous_tokens), -1)
         real = (attention_mask[:, -length:] > 0) if attention_mask is not None else torch.ones_like(input_ids,
                                                                                                      dtype=torch.bool)
         previous, last = previous_real(input_ids, real, carried)
         if isinstance(cache, ShiftedCache):
             cache.last_ids = last
-        embeds = self.transformer.wte(input_ids) + self.prev_wte(previous.clamp(min=0)) * (previous >= 0)[..., None]
+        embeds = self.transformer.wte(input_ids) + self._previous_embeds(previous)
         return super().forward(inputs_embeds=embeds, cache=cache, attention_mask=attention_mask,
                                use_cache=use_cache, logits_to_keep=logits_to_keep, **kwargs)
 

@@ -149,15 +149,15 @@ the space before it), spaces, punctuation; so a number is copied digit by digit.
 TOOL_AGENT = {
     "full": {"corpus": 12000, "vocab": 768, "pieces": TOOL_PIECES, "layers": 2, "width": 64, "heads": 4,
              "positions": 1024, "steps": 3500, "batch_size": 32, "lr": 5e-3, "max_obs_tokens": 96, "seed": 0,
-             "previous_token": True},
+             "previous_tokens": 2},
     "quick": {"corpus": 800, "vocab": 384, "pieces": TOOL_PIECES, "layers": 2, "width": 32, "heads": 2,
-              "positions": 1024, "steps": 160, "batch_size": 16, "lr": 1e-2, "max_obs_tokens": 96, "seed": 0,
-              "previous_token": True},
+              "positions": 1024, "steps": 400, "batch_size": 16, "lr": 1e-2, "max_obs_tokens": 96, "seed": 0,
+              "previous_tokens": 2},
 }
 """The tool-use agent's recipes (``--model default`` in every environment but bugfix): a BPE and a GPT-2
-behaviour-cloned on procedural tool-use transcripts (:mod:`pglab.envs.tooluse`); ``previous_token``: the GPT-2
-also embeds each position's previous token (:mod:`pglab.models.shifted_gpt2`), which makes copying an argument
-from the prompt learnable in a few thousand cloning steps."""
+behaviour-cloned on procedural tool-use transcripts (:mod:`pglab.envs.tooluse`); ``previous_tokens``: the GPT-2
+also embeds each position's last two tokens (:mod:`pglab.models.shifted_gpt2`), which makes copying an argument
+from the prompt learnable in a few thousand cloning steps, and tells apart the places where a piece occurs twice."""
 
 
 __all__ = ["BUGFIX", "DEFAULT_AGENT", "QUICK", "TOOL_AGENT", "TOOL_PIECES", "USER_ENV", "AgentConfig",

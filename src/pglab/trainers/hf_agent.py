@@ -79,18 +79,20 @@ def demonstrations(layout: TextLayout, kinds: Sequence[str], episodes_per_task: 
 
 def agent_gpt2(tokenizer: Any, spec: dict) -> torch.nn.Module:
     """An untrained GPT-2 of ``spec``'s shape for ``tokenizer`` (weights from torch's current RNG); with
-    ``spec["previous_token"]`` a :class:`~pglab.models.shifted_gpt2.ShiftedGPT2LMHeadModel` (it copies)."""
+    ``spec["previous_tokens"]`` 1 or 2 a :class:`~pglab.models.shifted_gpt2.ShiftedGPT2LMHeadModel` that embeds
+    that many previous tokens at each position (it copies)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from pglab.models.shifted_gpt2 import ShiftedGPT2Config, ShiftedGPT2LMHeadModel
 
-    shifted = spec.get("previous_token", False)
+    previous = spec.get("previous_tokens", 0)
     eos = tokenizer.eos_token_id
-    config = (ShiftedGPT2Config if shifted else GPT2Config)(
-        vocab_size=len(tokenizer), n_positions=spec["positions"], n_embd=spec["width"], n_layer=spec["layers"],
-        n_head=spec["heads"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=eos, eos_token_id=eos,
-        pad_token_id=eos)
-    return (ShiftedGPT2LMHeadModel if shifted else GPT2LMHeadModel)(config)
+    shape = dict(vocab_size=len(tokenizer), n_positions=spec["positions"], n_embd=spec["width"],
+                 n_layer=spec["layers"], n_head=spec["heads"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                 bos_token_id=eos, eos_token_id=eos, pad_token_id=eos)
+    if previous:
+        return ShiftedGPT2LMHeadModel(ShiftedGPT2Config(previous_tokens=previous, **shape))
+    return GPT2LMHeadModel(GPT2Config(**shape))
 
 
 def clone_gpt2(tokenizer: Any, data: TokenBatch, spec: dict) -> tuple[torch.nn.Module, list[float]]:
@@ -167,14 +169,27 @@ def agent_dir(kind: str, size: str = "full") -> Path:
 
 
 def ensure_agent(kind: str, size: str = "full", progress: bool = True) -> Path:
-    """The embedded agent's folder, built on first use (in a temporary folder, renamed into place)."""
+    """The embedded agent's folder, built on first use (in a temporary folder, renamed into place). Under an
+    initialised process group (torchrun) rank 0 builds it and the other ranks wait: transformers writes a model's
+    weights on rank 0 only, so a folder built on another rank would lack them."""
     folder = agent_dir(kind, size)
     if (folder / "agent.json").exists():
         return folder
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if not distributed or torch.distributed.get_rank() == 0:
+        _build_into(folder, kind, size, progress)
+    if distributed:
+        torch.distributed.barrier()
+    return folder
+
+
+def _build_into(folder: Path, kind: str, size: str, progress: bool) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
     try:
         {"default": build_default_agent, "tool": build_tool_agent}[kind](tmp, size, progress)
+        if not (tmp / "config.json").exists():
+            raise RuntimeError(f"building the {kind} agent wrote no config.json into {tmp}")
         try:
             os.replace(tmp, folder)
         except OSError:
@@ -182,7 +197,6 @@ def ensure_agent(kind: str, size: str = "full", progress: bool = True) -> Path:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return folder
 
 
 def default_agent_dir(size: str = "full") -> Path:
