@@ -1,11 +1,11 @@
 """Copy probe: how fast the tool-use agent's GPT-2 learns to copy call arguments, plain or with the previous token.
 
 Clones a 2-layer GPT-2 (``plain``: GPT2LMHeadModel; ``shift``: the previous-token model of
-:mod:`pglab.models.shifted_gpt2`; ``shift2``: the same with the last two tokens) on the tool-use corpus of the full recipe (8,000 transcripts, its BPE), Adam at
-the recipe's rate, batch 32, and every 250 steps prints, on 400 held-out transcripts (corpus seed 99): the
-cross-entropy of all policy tokens, that of the digit tokens among them (call arguments copied digit by digit),
-and the share of those digits given probability above one half. Several digits have two candidates in the
-prompt, so the floor of the digit cross-entropy is above 0.
+:mod:`pglab.models.shifted_gpt2`; ``shift2``: the same with the last two tokens) on the tool-use corpus of the
+full recipe (its size and BPE), Adam at the recipe's rate, batch 32, and every 250 steps prints, on 400 held-out
+transcripts (corpus seed 99): the cross-entropy of all policy tokens, that of the digit tokens among them (call
+arguments copied digit by digit), and the share of those digits given probability above one half. Several digits
+have two candidates in the prompt, so the floor of the digit cross-entropy is above 0.
 
 Run: ``python scripts/copy_probe.py shift 3000 64`` (KIND STEPS WIDTH; about 0.15 s a step on one core).
 Output kept in docs/results/tool-agent/copy-probe.txt.

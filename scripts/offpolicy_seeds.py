@@ -13,7 +13,7 @@ Output kept in docs/results/offpolicy-bias-seeds.txt.
 
 import sys
 
-from pglab.experiments.offpolicy_bias import Config, audit_row, steps_up
+from pglab.experiments.offpolicy_bias import Config, audit_row, cap_series, steps_up
 from pglab.runtime.progress import track
 
 
@@ -26,9 +26,7 @@ def shapes(seed: int) -> dict[str, bool]:
         naive = [audit_row(config, spec, "naive")["relative_bias"] for spec in specs]
         swept = [audit_row(config, specs[-1], "sequence TIS", cap) for cap in config.caps]
         sequence_is = audit_row(config, specs[-1], "sequence IS")
-        biases = [r["relative_bias"] for r in swept] + [sequence_is["relative_bias"]]
-        variances = [r["total_variance"] for r in swept] + [sequence_is["total_variance"]]
-        strict = sequence_is["largest_sequence_ratio"] > max(config.caps)
+        biases, variances, strict = cap_series(swept, sequence_is, config)
         held |= {f"{kind}: naive bias grows at every step": steps_up(naive) == 0,
                  f"{kind}: naive bias at the largest mismatch >= at the smallest": naive[-1] >= naive[0],
                  f"{kind}: cap sweep's total variance rises at every step": steps_up(variances, strict) == 0,

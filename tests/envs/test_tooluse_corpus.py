@@ -45,7 +45,8 @@ def test_a_call_without_the_argument_its_prompt_shows_is_malformed():
     prompt = "Name the capital of quamor. Ask with <call> capital COUNTRY </call>, or <call> stop </call>."
     tools, shown = prompt_tools(prompt), tools_with_arguments(prompt)
     assert shown == {"capital"}
-    assert well_formed("<call> capital quamor </call>", tools, shown) and well_formed("<call> stop </call>", tools, shown)
+    assert well_formed("<call> capital quamor </call>", tools, shown)
+    assert well_formed("<call> stop </call>", tools, shown)
     assert not well_formed("<call> capital </call>", tools, shown) and not well_formed("<call>capital  </call>", tools,
                                                                                         shown)
     assert well_formed("<call> capital </call>", tools)       # without the prompt's arguments: the name alone

@@ -216,8 +216,9 @@ def _description(rng: random.Random) -> str:
         return rng.choice(DESCRIPTIONS)
     text = f"{rng.choice(VERBS)} {rng.choice(('a', 'the', 'its', 'one'))} {_word(rng)}"
     if rng.random() < 0.5:
-        text += f" {rng.choice(('to', 'of', 'for', 'in', 'into'))} the {rng.choice(('next', 'other', 'given', ''))}"
-        text = f"{text.rstrip()} {_word(rng)}"
+        preposition = rng.choice(("to", "of", "for", "in", "into"))
+        adjective = rng.choice(("next ", "other ", "given ", ""))
+        text += f" {preposition} the {adjective}{_word(rng)}"
     return text[0].upper() + text[1:] + "."
 
 

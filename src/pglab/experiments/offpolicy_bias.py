@@ -173,6 +173,14 @@ def steps_up(values: list[float], strict: bool = True) -> int:
     return sum(b < a - 1e-12 * max(abs(a), abs(b)) for a, b in zip(values, values[1:]))
 
 
+def cap_series(swept: list[dict], sequence_is: dict, config: Config) -> tuple[list[float], list[float], bool]:
+    """The cap sweep's rows in cap order, then sequence IS's -> (relative biases, total variances, strict): strict
+    where the largest ratio exceeds every cap, so that each cap truncates and the variance must rise strictly."""
+    rows = [*swept, sequence_is]
+    return ([r["relative_bias"] for r in rows], [r["total_variance"] for r in rows],
+            sequence_is["largest_sequence_ratio"] > max(config.caps))
+
+
 def inside(row: dict, config: Config) -> bool:
     """Whether every reply's sequence ratio lies in the range the row's sequence correction keeps untouched."""
     low, high = (0.0, row["cap"] or config.cap) if row["correction"] == "sequence TIS" else (
@@ -195,10 +203,7 @@ def check_claims(result: Result, config: Config, table: list[dict], sweep: list[
         swept = sorted((r for r in sweep if r["sampler"] == kind), key=lambda r: r["cap"])
         sequence_is = next(r for r in table if r["correction"] == "sequence IS" and r["sampler"] == kind
                            and r["level"] == max(grid))
-        biases = [r["relative_bias"] for r in swept] + [sequence_is["relative_bias"]]
-        variances = [r["total_variance"] for r in swept] + [sequence_is["total_variance"]]
-        # where the largest ratio exceeds every cap, each cap truncates: the variance must rise strictly
-        strict = sequence_is["largest_sequence_ratio"] > max(config.caps)
+        biases, variances, strict = cap_series(swept, sequence_is, config)
         where = (f"sequence TIS at {kind} {max(grid):g} (largest ratio {sequence_is['largest_sequence_ratio']:.3g}), "
                  f"caps {', '.join(f'{c:g}' for c in config.caps)} then untruncated")
         result.check_range(f"{where}: steps at which raising the cap {'fails to raise' if strict else 'lowers'} the "

@@ -147,7 +147,7 @@ def load_causal_lm(name: str, default_size: str = "full", progress: bool = True,
     except ImportError as err:
         raise SettingsError("Hugging Face models need transformers: pip install 'pglab[lm]'") from err
     hf_logging.disable_progress_bar()   # weight-loading bars would interleave with the trainer's lines
-    from pglab.models import shifted_gpt2   # noqa: F401 (registers the tool-use agent's model with AutoModel)
+    from pglab.models import shifted_gpt2  # noqa: F401 (registers the tool-use agent's model with AutoModel)
     from pglab.models.default_lm import default_model_dir, ensure_default_model
 
     check_model(name)

@@ -86,16 +86,15 @@ class ShiftedGPT2LMHeadModel(GPT2LMHeadModel):
 
     def __init__(self, config: GPT2Config):
         super().__init__(config)
-        self.previous_tokens = getattr(config, "previous_tokens", 1)
         self.prev_wte = torch.nn.Embedding(config.vocab_size, config.n_embd)
         self.prev_wte.weight.data.normal_(0.0, config.initializer_range)
-        if self.previous_tokens == 2:
+        if config.previous_tokens == 2:
             self.prev2_wte = torch.nn.Embedding(config.vocab_size, config.n_embd)
             self.prev2_wte.weight.data.normal_(0.0, config.initializer_range)
 
     def _previous_embeds(self, previous: torch.Tensor) -> torch.Tensor:
         """previous [B, L, K] (-1: none) -> the sum of their embeddings [B, L, n_embd]."""
-        tables = [self.prev_wte, *([self.prev2_wte] if self.previous_tokens == 2 else [])]
+        tables = [self.prev_wte, *([self.prev2_wte] if self.config.previous_tokens == 2 else [])]
         return sum(table(previous[..., j].clamp(min=0)) * (previous[..., j] >= 0)[..., None]
                    for j, table in enumerate(tables))
 
@@ -114,7 +113,7 @@ class ShiftedGPT2LMHeadModel(GPT2LMHeadModel):
             cache = ShiftedCache()
         carried = getattr(cache, "last_ids", None)
         if carried is None:
-            carried = input_ids.new_full((rows, self.previous_tokens), -1)
+            carried = input_ids.new_full((rows, self.config.previous_tokens), -1)
         real = (attention_mask[:, -length:] > 0) if attention_mask is not None else torch.ones_like(input_ids,
                                                                                                      dtype=torch.bool)
         previous, last = previous_real(input_ids, real, carried)
