@@ -1,8 +1,10 @@
-"""agent_sweep.py OUT [--acceptance [--seeds S ...]]: train-agent's defaults for user environments, swept and checked.
+"""agent_sweep.py OUT [--acceptance [--seeds S ...] [--envs E ...]]: train-agent's defaults for user environments,
+swept and checked.
 
 Without --acceptance: the sweep of the learning rate, the advantage and the format cost over the small tool
 environments of tests/support/tool_envs.py (seed 0, short runs, one at a time). With --acceptance: the default
-settings (AgentConfig's USER_ENV) on each environment and on two held out of the sweep, at seeds 0 and 1. Each run
+settings (AgentConfig's USER_ENV) on each environment and on those held out of the sweep (or on --envs only), at
+seeds 0 and 1. Each run
 is measured on the 8 held-out seeds x 8 episodes before and after training; OUT gets runs.json (one row per run,
 with the command) and report.md.
 """
@@ -42,10 +44,10 @@ def run_one(env: str, settings: dict, seed: int, out: Path) -> dict:
             "seconds": round(time.perf_counter() - started, 1)}
 
 
-def plan(acceptance: bool, seeds: list[int]) -> list[tuple[str, dict, int]]:
+def plan(acceptance: bool, seeds: list[int], envs: list[str] | None = None) -> list[tuple[str, dict, int]]:
     """(env, settings, seed) of every run."""
     if acceptance:
-        return [(env, {}, seed) for seed in seeds for env in {**ENVS, **HELD_OUT_ENVS}]
+        return [(env, {}, seed) for seed in seeds for env in envs or {**ENVS, **HELD_OUT_ENVS}]
     return [(env, {**SWEEP_SCHEDULE, **dict(zip(GRID, values))}, 0)
             for values in itertools.product(*GRID.values()) for env in ENVS]
 
@@ -76,12 +78,16 @@ def main() -> None:
     parser.add_argument("out")
     parser.add_argument("--acceptance", action="store_true")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="the acceptance runs' seeds")
+    parser.add_argument("--envs", nargs="+", choices=sorted({**ENVS, **HELD_OUT_ENVS}),
+                        help="the acceptance runs' environments (default: all)")
     args = parser.parse_args()
+    if args.envs and not args.acceptance:
+        parser.error("--envs goes with --acceptance; the sweep runs every environment of ENVS")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "python scripts/agent_sweep.py " + " ".join(sys.argv[1:])
     rows = []
-    for env, settings, seed in track(plan(args.acceptance, args.seeds), "train-agent runs"):
+    for env, settings, seed in track(plan(args.acceptance, args.seeds, args.envs), "train-agent runs"):
         rows.append(run_one(env, settings, seed, out / "runs"))
         (out / "runs.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
         (out / "report.md").write_text(markdown(rows, command, args.acceptance))

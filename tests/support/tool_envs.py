@@ -4,9 +4,10 @@ agent's tests and the sweep of ``train-agent``'s defaults (docs/results/agent-sw
 ``calculator`` is the docs' own (docs/agents.md "Your own environment"); ``word`` reverses a word then answers it;
 ``lookup`` looks a key up in a table then answers its value (several turns); ``parity`` is a one-turn yes/no choice
 where a blind guess gets half; ``multiplier`` (numbers, a tool list as the TRL adapter writes it), ``capital`` (a
-made-up country's capital, word arguments), ``convert`` (two arguments, a number and a unit) and ``stock`` (an item's
-count, the observation holding more than the number) are held out of the defaults sweep. Each factory takes no
-argument: ``--env support.tool_envs:calculator`` from tests/.
+made-up country's capital, word arguments), ``convert`` (two arguments, a number and a unit), ``stock`` (an item's
+count, the observation holding more than the number), ``weather`` (a town named in a chatty question, the degrees
+inside a sentence) and ``area`` (a four-digit product inside a sentence) are held out of the defaults sweep. Each
+factory takes no argument: ``--env support.tool_envs:calculator`` from tests/.
 """
 
 from __future__ import annotations
@@ -260,9 +261,62 @@ def stock() -> Stock:
     return Stock()
 
 
+FORECASTS = ("dunmore", "brackley", "ostwell", "pennick", "harrowgate", "lindqvist", "marsden", "tolberry")
+
+
+class Weather(AskThenAnswer):
+    """Read a town's forecast with <call> forecast TOWN </call> (the answer a sentence holding the degrees), then
+    answer the degrees with <call> submit DEGREES </call>."""
+
+    ASK, ANSWER = "forecast", "submit"
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.degrees = {town: rng.randint(-9, 35) for town in FORECASTS}
+        self.town, self.turns = rng.choice(FORECASTS), 0
+        return (f"Tomorrow I am travelling to {self.town} for work. How warm will it be there? You can check "
+                "<call> forecast TOWN </call> for a town's forecast and submit the temperature as "
+                "<call> submit DEGREES </call>.")
+
+    def ask(self, arg: str) -> str:
+        return f"{arg}: {self.degrees[arg]} degrees, light wind" if arg in self.degrees else "error: unknown town"
+
+    def correct(self, arg: str) -> bool:
+        return arg == str(self.degrees[self.town])
+
+
+def weather() -> Weather:
+    return Weather()
+
+
+class Area(ComputeThenSubmit):
+    """A rectangle's area: <call> area WIDTH LENGTH </call> multiplies two numbers (a sentence back), then
+    <call> answer AREA </call> (results up to four digits)."""
+
+    COMPUTE = "area"
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.width, self.length, self.turns = rng.randint(12, 99), rng.randint(12, 99), 0
+        self.result = self.width * self.length
+        return (f"A garden is {self.width} metres wide and {self.length} metres long. What is its area in square "
+                "metres?\n<call> area WIDTH LENGTH </call>: the area of a rectangle.\n"
+                "<call> answer AREA </call>: your answer.")
+
+    def compute(self, args: list[str]) -> str | None:
+        ok = len(args) == 2 and all(a.isdigit() for a in args)
+        return f"the area is {int(args[0]) * int(args[1])} square metres" if ok else None
+
+
+def area() -> Area:
+    return Area()
+
+
 ENVS = {"calculator": calculator, "word": word, "lookup": lookup, "parity": parity}
 """The sweep's environments by name."""
-HELD_OUT_ENVS = {"multiplier": multiplier, "capital": capital, "convert": convert, "stock": stock}
+HELD_OUT_ENVS = {"multiplier": multiplier, "capital": capital, "convert": convert, "stock": stock,
+                 "weather": weather, "area": area}
 """Environments the defaults were not chosen on (only the acceptance runs use them). The tool-use corpus was changed
-after the capital (version 6: questions that name a tool) and the convert (version 7: tools of a number and a word,
-invented descriptions) failed; ``stock`` was written before version 7 was measured and changed nothing."""
+after the capital (version 6: questions that name a tool), the convert (version 7: tools of a number and a word,
+invented descriptions) and the convert and stock (version 8) failed; ``weather`` and ``area`` were written before
+version 8 was built and changed nothing after (their commit precedes it)."""
