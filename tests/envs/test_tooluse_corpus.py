@@ -20,7 +20,7 @@ def test_every_argument_is_copied_from_the_prompt_or_an_earlier_observation():
 
 def test_two_number_calls_mostly_take_the_questions_numbers_in_order():
     in_order = total = 0
-    for t in corpus(10000, 6):
+    for t in corpus(20000, 6):
         question_numbers = list(dict.fromkeys(re.findall(r"-?\d+", t.prompt.split("<call>")[0])))
         first = t.calls[0]
         args = arguments(first)
@@ -53,3 +53,20 @@ def test_a_call_without_the_argument_its_prompt_shows_is_malformed():
     # every scripted call of the corpus is well formed by the full check
     for t in corpus(300, 8):
         assert all(well_formed(c, prompt_tools(t.prompt), tools_with_arguments(t.prompt)) for c in t.calls), t
+
+
+def test_long_numbers_and_values_inside_sentences_are_copied_whole_and_fillers_never():
+    """Tool answers hold numbers of up to six digits, often inside a sentence (``the total is 6000 units``); the
+    calls copy the value whole, and the words of a chatty question or a tool's sentence are never arguments."""
+    from pglab.envs.tooluse import FILLERS, UNITS
+
+    long_copies = wrapped_copies = 0
+    for t in corpus(3000, 9):
+        for call, observation in zip(t.calls[1:], t.observations):
+            copied = [a for a in arguments(call) if re.search(rf"(^|\s){re.escape(a)}(\s|,|$)", observation)]
+            long_copies += any(len(a) >= 4 and a.isdigit() for a in copied)
+            wrapped_copies += bool(copied) and observation not in copied
+        options = set(" ".join(re.findall(r"<call>(.*?)</call>", t.prompt)).split())      # a choice's literals
+        for call in t.calls:
+            assert not (set(arguments(call)) - options) & (set(FILLERS) | {w for u in UNITS for w in u.split()}), t
+    assert long_copies >= 50 and wrapped_copies >= 200, (long_copies, wrapped_copies)

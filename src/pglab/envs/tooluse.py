@@ -20,7 +20,7 @@ import random
 import re
 from dataclasses import dataclass
 
-VERSION = 7
+VERSION = 8
 """The generator's version: part of the tool-use agent's cache key (bump it when a transcript changes)."""
 TOOL_NAMES = ("add", "sum", "plus", "multiply", "times", "subtract", "minus", "divide", "double", "square",
               "increment", "decrement", "lookup", "get", "find", "search", "query", "fetch", "read", "open",
@@ -115,11 +115,6 @@ def well_formed(call: str, tools: tuple[str, ...], with_arguments: frozenset[str
             and (found.group(1) not in with_arguments or bool(found.group(2).strip())))
 
 
-def _values(text: str) -> list[str]:
-    """The numbers and words of ``text`` that can be an argument (each once, in order)."""
-    return list(dict.fromkeys(w for w in re.findall(r"-?\d+|[A-Za-z]+", text) if len(w) < 12))
-
-
 def _invented(rng: random.Random) -> str:
     """A made-up word: 2-3 syllables (``tomika``), or 3-8 letters of English-like frequency (``rtsaelin``), so that
     the agent learns to copy any split of a word into BPE pieces, not only those of the word list."""
@@ -164,9 +159,20 @@ def _other_slot(rng: random.Random) -> str:
     return rng.choice(OTHER_SLOTS) if rng.random() < 0.5 else _invented(rng).upper()
 
 
+DIGITS = (0.2, 0.3, 0.25, 0.15, 0.07, 0.03)
+"""How often a number has 1, 2, ... 6 digits (questions' second numbers and tool answers), so that a number is
+copied whole whatever its length, not cut to the length the corpus shows most."""
+
+
+def _number(rng: random.Random) -> int:
+    """A number of 1-6 digits, as often as DIGITS says."""
+    digits = rng.choices(range(1, len(DIGITS) + 1), DIGITS)[0]
+    return rng.randint(0 if digits == 1 else 10 ** (digits - 1), 10**digits - 1)
+
+
 def _question(rng: random.Random) -> tuple[str, list[str]]:
     """A question and the values it holds (numbers as text, words)."""
-    a, b, w, v = rng.randint(0, 99), rng.randint(0, 999), _word(rng), _word(rng)
+    a, b, w, v = rng.randint(0, 99), _number(rng), _word(rng), _word(rng)
     forms = [(f"What is {a} + {b}?", [a, b]), (f"Compute {a} * {b}.", [a, b]), (f"What is {b} minus {a}?", [b, a]),
              (f"Add {a} and {b}.", [a, b]), (f"Reverse the word {w}.", [w]), (f"What is {w} in upper case?", [w]),
              (f"How many letters are in '{w}'?", [w]), (f"What is the {w} of {v}?", [w, v]),
@@ -174,8 +180,39 @@ def _question(rng: random.Random) -> tuple[str, list[str]]:
              (f"Bring the counter from 0 to {a}.", [a]), (f"Look up {w} and report its number.", [w]),
              (f"The secret is {a}. Which word is {v}?", [a, v]), (f"Sum {a}, {b} and {rng.randint(0, 9)}.", [a, b]),
              (f"Task {a}: {w} {v} {b}.", [a, w, v, b])]
+    if rng.random() < EMBEDDED:
+        forms = [(form.format(w=w, f=_filler(rng), g=_filler(rng)), [w]) for form in EMBEDDED_FORMS]
     text, values = rng.choice(forms)
-    return text, [str(x) for x in values]
+    return _chatty(rng, text), [str(x) for x in values]
+
+
+FILLERS = ("shop", "store", "office", "team", "house", "market", "school", "farm", "kitchen", "trip", "week",
+           "morning", "report", "order", "client", "friend", "manager", "project", "meeting", "weekend", "work",
+           "family", "party", "class", "night", "today", "list", "plan", "sale", "boss")
+"""Common words of a chatty question that are never an argument (the question's value sits among them)."""
+EMBEDDED = 0.25
+"""The share of questions whose one value (a word) sits among FILLERS (``How many boots does the shop have?``)."""
+EMBEDDED_FORMS = ("How many {w} does the {f} have?", "How many {w} are in the {f}?", "Where is the {w} for the {f}?",
+                  "My {f} wants to know about {w}.", "Check {w} before the {f} starts.",
+                  "The {f} needs the {w} by the {g}.", "What does the {f} say about {w}?",
+                  "I lost the {w} at the {f}. Can you find it?", "Our {f} asks how much {w} is left this {g}.")
+"""Questions of one word value among fillers."""
+CHATTY = 0.25
+"""The share of questions with a sentence of fillers before or after them."""
+
+
+def _filler(rng: random.Random) -> str:
+    return rng.choice(FILLERS)
+
+
+def _chatty(rng: random.Random, question: str) -> str:
+    """``question``, CHATTY of the time with a sentence of fillers (no value) before or after it."""
+    if rng.random() >= CHATTY:
+        return question
+    aside = rng.choice((f"I am busy with the {_filler(rng)} today.", f"This is for my {_filler(rng)}.",
+                        f"Quick question from the {_filler(rng)}.", f"Thanks, the {_filler(rng)} is waiting.",
+                        f"It is for the {_filler(rng)} {_filler(rng)}.", "Please help."))
+    return f"{aside} {question}" if rng.random() < 0.5 else f"{question} {aside}"
 
 
 NAMING = 0.2
@@ -277,16 +314,34 @@ REVERSED = 0.2
 its pieces are the argument's in another order, so copying it needs more than the last token as context."""
 
 
-def _observe(rng: random.Random, arguments: tuple[str, ...]) -> str:
-    """What a random tool world answers a call (with ``arguments``) that does not end the episode."""
+WRAPPED = 0.4
+"""The share of tool answers whose value sits inside a sentence (``the total is 6000 units``, ``lamp: 37 left``)."""
+UNITS = ("left", "items", "units", "points", "in total", "found", "dollars", "times", "each", "per day", "so far",
+         "in stock", "pieces", "people")
+"""Words that may follow a value in a tool's sentence."""
+
+
+def _wrapped(rng: random.Random, value: str) -> str:
+    """``value`` inside a sentence of a tool's answer: a lead (``result:``, ``the count is``) and words after it (a
+    unit, a remark), one or both."""
+    noun = rng.choice(("result", "count", "total", "value", "answer", "number", _filler(rng)))
+    lead = rng.choice(("", f"{noun}: ", f"the {noun} is ", "it is ", "= ", "got "))
+    remark = rng.choice(("ok", "checked", "as of today"))
+    tail = rng.choice(("", f" {rng.choice(UNITS)}", f" {rng.choice(UNITS)}, {remark}"))
+    return f"{lead}{value}{tail}" if lead or tail else f"{noun} {value}"
+
+
+def _observe(rng: random.Random, arguments: tuple[str, ...]) -> tuple[str, str | None]:
+    """What a random tool world answers a call (with ``arguments``) that does not end the episode, and the value it
+    holds (None for an error or a bare status)."""
     if arguments and rng.random() < REVERSED:
-        return rng.choice(arguments)[::-1]
-    roll = rng.random()
-    if roll < 0.5:
-        return str(rng.randint(0, 999))
-    if roll < 0.75:
-        return _word(rng)
-    return rng.choice(ERRORS) if roll < 0.9 else rng.choice(("ok", "done", "no result"))
+        value = rng.choice(arguments)[::-1]
+    else:
+        roll = rng.random()
+        if roll >= 0.75:
+            return (rng.choice(ERRORS) if roll < 0.9 else rng.choice(("ok", "done", "no result"))), None
+        value = str(_number(rng)) if roll < 0.5 else _word(rng)
+    return (_wrapped(rng, value) if rng.random() < WRAPPED else value), value
 
 
 def _play(rng: random.Random, question_values: list[str], tools: list[ToolSpec],
@@ -298,11 +353,11 @@ def _play(rng: random.Random, question_values: list[str], tools: list[ToolSpec],
         tool = rng.choice(tools)
         arguments = _arguments(rng, tool.kinds, context)
         calls.append(_usage(ToolSpec(tool.name, arguments, tool.kinds)))
-        observation = _observe(rng, arguments)
+        observation, value = _observe(rng, arguments)
         observations.append(observation)
-        fresh = [v for v in _values(observation) if not observation.startswith(("error", "ok", "done", "no"))]
-        context += fresh
-        last = fresh[-1] if fresh else last
+        if value is not None:
+            context.append(value)
+            last = value
     kind = answer.kinds[0]
     value = last if last is not None and kind == "any" and rng.random() < 0.7 else _pick(rng, kind, context)
     calls.append(_usage(ToolSpec(answer.name, (value,), answer.kinds)))
@@ -337,7 +392,8 @@ def transcript(rng: random.Random) -> Transcript:
     names = [_invented(rng) if rng.random() < INVENTED else rng.choice(TOOL_NAMES)
              for _ in range(rng.choice((1, 1, 1, 2, 2, 3)))]
     tools = [_tool(rng, name) for name in names] if rng.random() < 0.9 else []
-    answer = ToolSpec(_answer_name(rng), (rng.choice(ANSWER_SLOTS),), ("any",))
+    slot = _other_slot(rng) if rng.random() < OTHER_SLOT else rng.choice(ANSWER_SLOTS)
+    answer = ToolSpec(_answer_name(rng), (slot,), ("any",))
     question, values = (_naming_question(rng, tools[0].name) if tools and rng.random() < NAMING
                         else _question(rng))
     calls, observations = _play(rng, values, tools, answer)
