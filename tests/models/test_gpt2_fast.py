@@ -105,3 +105,31 @@ def test_fused_activations_leave_the_models_function(model):
     assert all(isinstance(block.mlp.act, TanhGELU) for block in fused.transformer.h)
     ids = _ids()
     torch.testing.assert_close(fused(input_ids=ids).logits, model(input_ids=ids).logits, rtol=0, atol=1e-12)
+
+
+def test_gpt2_prefixes_decode_rows_at_their_own_lengths_as_hfs_cache_does(model):
+    """GPT2Prefixes (a plain GPT-2 on the CPU) against HFPrefixes and one full forward per row: chunks of
+    different lengths (holes), rows with nothing new, dropped rows, and buffers that grow past their first size."""
+    from pglab.models.hf_decode import GPT2Prefixes
+    from pglab.models.policy import HFPolicy, HFPrefixes
+
+    policy = HFPolicy(model, pad_id=0)
+    assert isinstance(policy.prefixes([[]] * 2), GPT2Prefixes)
+    gen = torch.Generator().manual_seed(4)
+    ids = torch.randint(1, 97, (4, 60), generator=gen)
+    ours, theirs = GPT2Prefixes(model, 4), HFPrefixes(policy, 4)
+    at = [0, 0, 0, 0]
+    schedule = [([0, 1, 2, 3], [5, 3, 1, 7]), ([0, 2], [3, 1]), ([1, 3], [2, 40]), ([0, 1, 2], [1, 1, 30])]
+    with torch.no_grad():
+        full = model(input_ids=ids).logits
+        for step, (rows, sizes) in enumerate(schedule):
+            chunks = [ids[r, at[r]:at[r] + n].tolist() for r, n in zip(rows, sizes)]
+            for r, n in zip(rows, sizes):
+                at[r] += n
+            a, b = ours.extend(rows, chunks), theirs.extend(rows, chunks)
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+            torch.testing.assert_close(a, full[rows, [at[r] - 1 for r in rows]], rtol=0, atol=1e-12)
+            if step == 2:                                            # row 3 ends: 0, 1, 2 go on
+                ours.keep([0, 1, 2])
+                theirs.keep([0, 1, 2])
+    assert ours.keys[0].shape[2] >= max(at) + 1          # grown past the first size (64 columns)

@@ -165,4 +165,82 @@ def lockstep_decoder(model: torch.nn.Module, length: int, prompt_mask: torch.Ten
     return gpt2_decoder(model, length, prompt_mask, group_size) or hf_decoder(model, prompt_mask, group_size)
 
 
-__all__ = ["Decoder", "Layout", "attention_of", "gpt2_decoder", "hf_decoder", "lockstep_decoder"]
+
+
+
+class GPT2Prefixes:
+    """Incremental decoding of rows at their own lengths (the ``Prefixes`` of ``pglab.models.policy``) through a
+    ``plain_gpt2`` model's blocks over growing key and value buffers, without Hugging Face's cache and mask
+    machinery, whose per-call overhead sets the decoding time of a small model on a CPU. ``shape`` turns the raw
+    logits [rows, V] into the policy's (temperature, banned ids, nucleus).
+
+    Each ``extend`` feeds every live row right-padded to the longest chunk, as ``HFPrefixes`` does: the padding
+    stays in the buffers as holes that no query attends to, and positions count each row's real tokens. The same
+    kernels in the same order as HF's forward (sdpa with the same boolean mask, also for one query, where two
+    matmuls would be no faster here and not bit-equal), so the same logits: equal bits in the episodes measured,
+    and float64-equal in tests/models/test_gpt2_fast.py.
+    """
+
+    def __init__(self, model: torch.nn.Module, rows: int, pad_id: int = 0,
+                 shape: Callable[[torch.Tensor], torch.Tensor] = lambda logits: logits) -> None:
+        self.model, self.pad_id, self.rows, self.shape = model, pad_id, list(range(rows)), shape
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.filled = 0
+        self.real = torch.zeros(rows, 0, dtype=torch.bool)
+        self.length = torch.zeros(rows, dtype=torch.long)
+
+    def _grow(self, end: int) -> None:
+        """Buffers of at least ``end`` columns (doubled when full, so a long episode costs few copies)."""
+        if self.keys and self.keys[0].shape[2] >= end:
+            return
+        for buffers in (self.keys, self.values):
+            for layer, old in enumerate(buffers):
+                grown = old.new_empty(*old.shape[:2], max(end, 2 * old.shape[2]), old.shape[3])
+                grown[:, :, :self.filled] = old[:, :, :self.filled]
+                buffers[layer] = grown
+
+    def extend(self, rows: list[int], chunks: list[list[int]]) -> torch.Tensor:
+        body, device = self.model.transformer, self.model.lm_head.weight.device
+        width, start = max(len(c) for c in chunks), self.filled
+        end = start + width
+        ids = torch.full((len(self.rows), width), self.pad_id, dtype=torch.long)
+        new = torch.zeros(len(self.rows), width, dtype=torch.bool)
+        place = [self.rows.index(r) for r in rows]
+        for p, chunk in zip(place, chunks):
+            ids[p, :len(chunk)] = torch.tensor(chunk, dtype=torch.long)
+            new[p, :len(chunk)] = True
+        positions = (self.length[:, None] + new.cumsum(1) - 1).clamp(min=0)
+        self.real = torch.cat([self.real, new], 1)
+        causal = torch.ones(width, end, dtype=torch.bool).tril(start)
+        itself = torch.zeros(width, end, dtype=torch.bool)
+        itself[torch.arange(width), start + torch.arange(width)] = True      # a padding query: no empty row (NaN)
+        mask = ((causal & self.real[:, None, :]) | itself)[:, None].to(device)
+        self._grow(end)
+        hidden = body.wte(ids.to(device)) + body.wpe(positions.to(device))
+        for layer, block in enumerate(body.h):
+            def attend(q, k, v, scale, layer=layer):
+                if layer == len(self.keys):
+                    shape = (k.shape[0], k.shape[1], max(end, 64), k.shape[3])
+                    self.keys.append(k.new_empty(shape))
+                    self.values.append(v.new_empty(shape))
+                self.keys[layer][:, :, start:end] = k
+                self.values[layer][:, :, start:end] = v
+                return F.scaled_dot_product_attention(q, self.keys[layer][:, :, :end], self.values[layer][:, :, :end],
+                                                      attn_mask=mask, scale=scale)
+
+            hidden = run_block(block, hidden, attend)
+        self.filled = end
+        self.length += new.sum(1)
+        last = hidden[torch.tensor(place), torch.tensor([len(c) - 1 for c in chunks])]
+        return self.shape(self.model.lm_head(body.ln_f(last)))
+
+    def keep(self, rows: list[int]) -> None:
+        if rows == self.rows:
+            return
+        index = torch.tensor([self.rows.index(r) for r in rows], dtype=torch.long)
+        device_index = index.to(self.model.lm_head.weight.device)
+        self.keys = [k.index_select(0, device_index) for k in self.keys]
+        self.values = [v.index_select(0, device_index) for v in self.values]
+        self.real, self.length, self.rows = self.real[index], self.length[index], list(rows)
+__all__ = ["Decoder", "GPT2Prefixes", "Layout", "attention_of", "gpt2_decoder", "hf_decoder", "lockstep_decoder"]

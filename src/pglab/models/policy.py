@@ -12,11 +12,14 @@ so the policy that is differentiated is the policy that was sampled.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Protocol
 
 import torch
 
+from pglab.models.gpt2 import plain_gpt2
 from pglab.models.hf import reply_logits
+from pglab.models.hf_decode import GPT2Prefixes
 from pglab.models.logits import autocast, cache_keyword, cache_of, full_precision, shape_logits
 from pglab.models.tinyagent import KVCache, TinyAgent
 from pglab.runtime.distributed import unwrap
@@ -207,8 +210,16 @@ class HFPolicy:
         return shape_logits(raw, self.banned, self.temperature, self.top_p, keep, in_place=True)
 
     def prefixes(self, sequences: list[list[int]]) -> Prefixes:
-        return HFPrefixes(self, len(sequences)) if self.use_cache else RecomputedPrefixes(self, len(sequences),
-                                                                                            self.pad_id)
+        """Decoding through the model's own KV cache, or, for a ``plain_gpt2`` model on the CPU, through
+        ``GPT2Prefixes`` (its blocks over plain buffers: the same logits up to float rounding, without HF's
+        per-call overhead); ``use_cache=False``: by recomputing every prefix."""
+        if not self.use_cache:
+            return RecomputedPrefixes(self, len(sequences), self.pad_id)
+        model = unwrap(self.module)
+        if plain_gpt2(model) and model.lm_head.weight.device.type == "cpu":
+            return GPT2Prefixes(model, len(sequences), self.pad_id, partial(
+                shape_logits, banned=self.banned, temperature=self.temperature, top_p=self.top_p))
+        return HFPrefixes(self, len(sequences))
 
 
 def as_policy(model: torch.nn.Module | TokenPolicy) -> TokenPolicy:
