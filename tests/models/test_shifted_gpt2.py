@@ -14,7 +14,7 @@ from pglab.models.shifted_gpt2 import ShiftedGPT2Config, ShiftedGPT2LMHeadModel,
 TOL = 1e-5   # float32 logits of a 2-layer model: the same sums in another order
 
 
-@pytest.fixture(scope="module", params=[1, 2], ids=["one-back", "two-back"])
+@pytest.fixture(scope="module", params=[1, 2, 3], ids=["one-back", "two-back", "three-back"])
 def model(request):
     torch.manual_seed(0)
     config = ShiftedGPT2Config(vocab_size=50, n_positions=64, n_embd=32, n_layer=2, n_head=2, resid_pdrop=0.0,
@@ -40,16 +40,19 @@ def test_previous_real_matches_a_loop(k):
         assert last[r].tolist() == before
 
 
-def test_two_back_changes_the_logits_where_one_back_agrees():
+@pytest.mark.parametrize("k", [2, 3])
+def test_k_back_changes_the_logits_where_fewer_back_agree(k):
     torch.manual_seed(0)
     config = ShiftedGPT2Config(vocab_size=50, n_positions=64, n_embd=32, n_layer=1, n_head=2, bos_token_id=0,
-                               eos_token_id=0, pad_token_id=0, previous_tokens=2)
-    two = ShiftedGPT2LMHeadModel(config).eval()
-    a, b = torch.tensor([[5, 6, 7]]), torch.tensor([[9, 6, 7]])     # position 2: same token, same one back
+                               eos_token_id=0, pad_token_id=0, previous_tokens=k)
+    model = ShiftedGPT2LMHeadModel(config).eval()
+    a = torch.tensor([[5, 6, 7, 8]])
+    b = a.clone()
+    b[0, 3 - k] = 9                  # position 3: the same token and k - 1 back, another token k back
     with torch.no_grad():
-        assert (two(input_ids=a).logits[0, 2] - two(input_ids=b).logits[0, 2]).abs().max() > 1e-3
+        assert (model(input_ids=a).logits[0, 3] - model(input_ids=b).logits[0, 3]).abs().max() > 1e-3
     with pytest.raises(ValueError, match="previous_tokens"):
-        ShiftedGPT2Config(previous_tokens=3)
+        ShiftedGPT2Config(previous_tokens=ShiftedGPT2Config.MAX_PREVIOUS + 1)
 
 
 def test_the_previous_token_changes_the_logits(model):

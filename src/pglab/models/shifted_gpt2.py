@@ -16,10 +16,11 @@ and the holes of incremental decoding are skipped, and the first real token has 
 vector). Incremental decoding keeps each row's last real token in the cache object the model
 returns (:class:`ShiftedCache`), which follows the cache's row selection and repetition.
 
-With ``previous_tokens = 2`` a third table, ``prev2_wte``, adds the token two real positions back, so a head can
-match two tokens of context at once. One-token matching copies the wrong continuation wherever a piece occurs twice
-(a word and its reverse share pieces: after ``dd`` in ``elddas`` it continues with ``le``, from ``saddle``);
-matching the last two tokens tells the occurrences apart.
+With ``previous_tokens = K`` > 1, tables ``prev2_wte`` ... ``prevK_wte`` add the tokens 2 ... K real positions
+back, so a head can match K tokens of context at once. One-token matching copies the wrong continuation wherever a
+piece occurs twice (a word and its reverse share pieces: after ``dd`` in ``elddas`` it continues with ``le``, from
+``saddle``); matching the last two tokens tells the occurrences apart, and the last three tell where a run of one
+digit ends (``3000``: after ``0 0`` comes ``0`` or the end; after ``3 0 0`` and ``0 0 0`` it is clear).
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ MODEL_TYPE = "pglab_shifted_gpt2"
 
 class ShiftedGPT2Config(GPT2Config):
     """GPT2Config of :class:`ShiftedGPT2LMHeadModel`: GPT-2's fields and ``previous_tokens``, how many previous real
-    tokens each position embeds (1 or 2)."""
+    tokens each position embeds (1 to MAX_PREVIOUS)."""
 
     model_type = MODEL_TYPE
+    MAX_PREVIOUS = 4
 
     def __init__(self, previous_tokens: int = 1, **kwargs):
-        if previous_tokens not in (1, 2):
-            raise ValueError(f"previous_tokens must be 1 or 2, got {previous_tokens!r}")
+        if previous_tokens not in range(1, self.MAX_PREVIOUS + 1):
+            raise ValueError(f"previous_tokens must be 1 to {self.MAX_PREVIOUS}, got {previous_tokens!r}")
         self.previous_tokens = previous_tokens
         super().__init__(**kwargs)
 
@@ -80,23 +82,24 @@ def previous_real(ids: torch.Tensor, real: torch.Tensor, carried: torch.Tensor) 
 
 class ShiftedGPT2LMHeadModel(GPT2LMHeadModel):
     """GPT2LMHeadModel with ``prev_wte``, an embedding of the previous real token added to every input (and
-    ``prev2_wte``, the one before it, when ``config.previous_tokens`` is 2)."""
+    ``prev2_wte`` ... ``prevK_wte``, the ones before it, when ``config.previous_tokens`` is K > 1)."""
 
     config_class = ShiftedGPT2Config
 
     def __init__(self, config: GPT2Config):
         super().__init__(config)
-        self.prev_wte = torch.nn.Embedding(config.vocab_size, config.n_embd)
-        self.prev_wte.weight.data.normal_(0.0, config.initializer_range)
-        if config.previous_tokens == 2:
-            self.prev2_wte = torch.nn.Embedding(config.vocab_size, config.n_embd)
-            self.prev2_wte.weight.data.normal_(0.0, config.initializer_range)
+        for name in self.previous_tables():
+            setattr(self, name, torch.nn.Embedding(config.vocab_size, config.n_embd))
+            getattr(self, name).weight.data.normal_(0.0, config.initializer_range)
+
+    def previous_tables(self) -> list[str]:
+        """The names of the previous-token tables, the latest token's first: prev_wte, prev2_wte, ..."""
+        return ["prev_wte", *(f"prev{j}_wte" for j in range(2, self.config.previous_tokens + 1))]
 
     def _previous_embeds(self, previous: torch.Tensor) -> torch.Tensor:
         """previous [B, L, K] (-1: none) -> the sum of their embeddings [B, L, n_embd]."""
-        tables = [self.prev_wte, *([self.prev2_wte] if self.config.previous_tokens == 2 else [])]
-        return sum(table(previous[..., j].clamp(min=0)) * (previous[..., j] >= 0)[..., None]
-                   for j, table in enumerate(tables))
+        return sum(getattr(self, name)(previous[..., j].clamp(min=0)) * (previous[..., j] >= 0)[..., None]
+                   for j, name in enumerate(self.previous_tables()))
 
     def forward(self, input_ids: torch.Tensor | None = None, cache: DynamicCache | None = None,
                 attention_mask: torch.Tensor | None = None, use_cache: bool | None = None,
