@@ -6,9 +6,10 @@ A generator (pure functions of a ``random.Random``) invents small tasks in pglab
 prompt in one of several templates (the calculator of docs/agents.md, a tool list as the TRL adapter writes it,
 reasoning-gym's instruction, a one-turn choice). Each transcript is **scripted random play** (well-formed and
 unskilled, agents-ch6 §6.2): every call names a tool of the prompt, its arguments are values of the right kind
-copied from the question or from earlier observations, a random tool world answers (a number, a word, an
-argument spelled backwards, an error, ``done``), and the episode ends with an answer-like tool whose argument is
-often the last observation.
+copied from the question or from earlier observations, a random tool world answers (a number of up to six digits,
+a word, an argument spelled backwards, an error, ``done``; a value often inside a sentence), and the episode ends
+with an answer-like tool whose argument is often the last observation's value. Questions may hold their value
+among filler words, or carry a sentence of filler beside them; fillers are never arguments.
 
 :func:`prompt_tools`, :func:`tools_with_arguments` and :func:`well_formed` are the generic format check of a call
 against the tools a prompt names (the format cost of ``train-agent`` outside BugFixEnv).
@@ -315,7 +316,7 @@ its pieces are the argument's in another order, so copying it needs more than th
 
 
 WRAPPED = 0.4
-"""The share of tool answers whose value sits inside a sentence (``the total is 6000 units``, ``lamp: 37 left``)."""
+"""The share of tool answers whose value sits inside a sentence (``the total is 6000 units``, ``count: 37 left``)."""
 UNITS = ("left", "items", "units", "points", "in total", "found", "dollars", "times", "each", "per day", "so far",
          "in stock", "pieces", "people")
 """Words that may follow a value in a tool's sentence."""
