@@ -142,3 +142,18 @@ def test_a_format_cost_sits_on_the_malformed_call_not_in_the_score(agent, bpe):
     assert bool((batch.action_mask[placed[:, 0], placed[:, 1]] == 1).all())          # on the calls' own tokens
     for b, row in enumerate(batch.info):
         assert float(batch.rewards[b]) == float(row.record.passed)                  # the score is unshaped
+
+
+def test_a_prompt_longer_than_the_agent_takes_is_refused_before_any_episode(agent, bpe):
+    from pglab.runtime.options import SettingsError
+
+    class Long:
+        def reset(self, seed):
+            return "fix the test " * 600
+
+        def step(self, text):
+            raise AssertionError("no call is made")
+
+    layout = TextLayout(bpe, max_obs_tokens=48, max_call_tokens=12)
+    with pytest.raises(SettingsError, match="shorten the environment's prompt"):
+        collect_episodes(HFPolicy(agent, pad_id=bpe.eos_token_id), layout, [Long()], [0], torch.Generator())

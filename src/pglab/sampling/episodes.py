@@ -25,6 +25,7 @@ from pglab.envs.bugfix import Episode, EpisodeRecord, parse_call, record_stats
 from pglab.envs.text import TextTurnEnv, check_step
 from pglab.models.policy import Prefixes, TokenPolicy, as_policy
 from pglab.models.tokenizer import Tokenizer
+from pglab.runtime.options import SettingsError
 
 MAX_CALL_TOKENS = 8
 """Default cap on the words of one call (the longest valid call has 4)."""
@@ -267,6 +268,11 @@ def collect_episodes(policy: TokenPolicy | torch.nn.Module, layout: Layout, envs
     for env, seed in zip(envs, seeds):
         prompt = env.reset(int(seed))
         ids = layout.prompt_ids(prompt)
+        if policy.max_length is not None and len(ids) + layout.max_call_tokens > policy.max_length:
+            raise SettingsError(f"the prompt of task {seed} is {len(ids)} tokens, and with a call of up to "
+                                f"{layout.max_call_tokens} it does not fit the agent's {policy.max_length} positions; "
+                                "shorten the environment's prompt (what reset returns) or pass a --model that takes "
+                                "longer texts")
         episodes.append(_Playing(list(ids), [PROMPT] * len(ids), [0.0] * len(ids), EpisodeLog(prompt),
                                  [{"role": "user", "content": prompt}]))
     prefixes = policy.prefixes([e.ids for e in episodes])
