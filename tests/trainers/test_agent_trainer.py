@@ -12,6 +12,7 @@ import torch
 
 from pglab.envs.bugfix import make_tasks
 from pglab.models import TinyAgent
+from pglab.runtime.options import SettingsError
 from pglab.trainers.episodes import ReinforceSettings
 from pglab.trainers.loop import CHECKPOINT, RunDir, RunSettings
 from pglab.trainers.tinyagent import LOG, train_reinforce
@@ -56,7 +57,7 @@ def test_grouped_advantages_and_bad_settings(cloned_agent, tok):
     assert run["history"][0]["step"] == 0
     with pytest.raises(ValueError, match="unknown advantage"):
         small_run(model, tok, advantage="ppo")
-    with pytest.raises(ValueError, match="multiple of group_size"):
+    with pytest.raises(SettingsError, match=r"--group-size \(group_size\) 3 x 1 processes; pass a multiple of 3"):
         small_run(model, tok, advantage="rloo", group_size=3)
     with pytest.raises(ValueError, match="nothing to resume"):
         small_run(model, tok, resume=True)

@@ -25,6 +25,7 @@ from pglab.estimators import EMABaseline
 from pglab.estimators.advantages import uses_groups
 from pglab.models.policy import TokenPolicy
 from pglab.runtime.distributed import world
+from pglab.runtime.options import SettingsError
 from pglab.runtime.threads import single_torch_thread
 from pglab.sampling.episodes import episode_stats
 from pglab.sampling.scoring import CHUNK_TOKENS, sequence_log_probs
@@ -201,8 +202,9 @@ class EpisodeReinforce:
         rank, size = world()
         group = settings.group
         if group < 1 or settings.batch_size % (group * size):
-            raise ValueError(f"batch_size {settings.batch_size} must be a multiple of group_size {group} x {size} "
-                             "processes")
+            raise SettingsError(f"--episodes-per-step (batch_size) {settings.batch_size} must be a multiple of "
+                                f"--group-size (group_size) {group} x {size} processes; pass a multiple of "
+                                f"{max(group, 1) * size}")
         if settings.beta > 0 and reference is None:
             raise ValueError("beta > 0 needs the reference policy; pass reference=")
         if settings.num_iterations < 1 or settings.staleness < 0 or (settings.staleness and size > 1):
