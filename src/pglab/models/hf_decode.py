@@ -165,7 +165,19 @@ def lockstep_decoder(model: torch.nn.Module, length: int, prompt_mask: torch.Ten
     return gpt2_decoder(model, length, prompt_mask, group_size) or hf_decoder(model, prompt_mask, group_size)
 
 
-
+def turn_rows(held: list[int], rows: list[int], chunks: list[list[int]],
+              pad_id: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """One turn of incremental decoding over the rows ``held`` by a cache, of which ``rows`` get ``chunks``:
+    (ids [len(held), W] right-padded with ``pad_id``, new [len(held), W] bool (the real tokens), each of ``rows``'
+    index in ``held``); W is the longest chunk, and a held row with nothing new is padding only."""
+    width = max(len(c) for c in chunks)
+    ids = torch.full((len(held), width), pad_id, dtype=torch.long)
+    new = torch.zeros(len(held), width, dtype=torch.bool)
+    place = [held.index(r) for r in rows]
+    for p, chunk in zip(place, chunks):
+        ids[p, :len(chunk)] = torch.tensor(chunk, dtype=torch.long)
+        new[p, :len(chunk)] = True
+    return ids, new, place
 
 
 class GPT2Prefixes:
@@ -186,37 +198,32 @@ class GPT2Prefixes:
         self.model, self.pad_id, self.rows, self.shape = model, pad_id, list(range(rows)), shape
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
-        self.filled = 0
-        self.real = torch.zeros(rows, 0, dtype=torch.bool)
+        self.real = torch.zeros(rows, 0, dtype=torch.bool)        # [rows, columns filled]: which are real tokens
         self.length = torch.zeros(rows, dtype=torch.long)
 
-    def _grow(self, end: int) -> None:
-        """Buffers of at least ``end`` columns (doubled when full, so a long episode costs few copies)."""
+    def _grow(self, filled: int, end: int) -> None:
+        """Buffers of at least ``end`` columns, the first ``filled`` kept (doubled when full, so a long episode costs
+        few copies)."""
         if self.keys and self.keys[0].shape[2] >= end:
             return
         for buffers in (self.keys, self.values):
             for layer, old in enumerate(buffers):
                 grown = old.new_empty(*old.shape[:2], max(end, 2 * old.shape[2]), old.shape[3])
-                grown[:, :, :self.filled] = old[:, :, :self.filled]
+                grown[:, :, :filled] = old[:, :, :filled]
                 buffers[layer] = grown
 
     def extend(self, rows: list[int], chunks: list[list[int]]) -> torch.Tensor:
         body, device = self.model.transformer, self.model.lm_head.weight.device
-        width, start = max(len(c) for c in chunks), self.filled
+        ids, new, place = turn_rows(self.rows, rows, chunks, self.pad_id)
+        width, start = ids.shape[1], self.real.shape[1]
         end = start + width
-        ids = torch.full((len(self.rows), width), self.pad_id, dtype=torch.long)
-        new = torch.zeros(len(self.rows), width, dtype=torch.bool)
-        place = [self.rows.index(r) for r in rows]
-        for p, chunk in zip(place, chunks):
-            ids[p, :len(chunk)] = torch.tensor(chunk, dtype=torch.long)
-            new[p, :len(chunk)] = True
         positions = (self.length[:, None] + new.cumsum(1) - 1).clamp(min=0)
         self.real = torch.cat([self.real, new], 1)
         causal = torch.ones(width, end, dtype=torch.bool).tril(start)
         itself = torch.zeros(width, end, dtype=torch.bool)
         itself[torch.arange(width), start + torch.arange(width)] = True      # a padding query: no empty row (NaN)
         mask = ((causal & self.real[:, None, :]) | itself)[:, None].to(device)
-        self._grow(end)
+        self._grow(start, end)
         hidden = body.wte(ids.to(device)) + body.wpe(positions.to(device))
         for layer, block in enumerate(body.h):
             def attend(q, k, v, scale, layer=layer):
@@ -230,7 +237,6 @@ class GPT2Prefixes:
                                                       attn_mask=mask, scale=scale)
 
             hidden = run_block(block, hidden, attend)
-        self.filled = end
         self.length += new.sum(1)
         last = hidden[torch.tensor(place), torch.tensor([len(c) - 1 for c in chunks])]
         return self.shape(self.model.lm_head(body.ln_f(last)))
@@ -243,4 +249,7 @@ class GPT2Prefixes:
         self.keys = [k.index_select(0, device_index) for k in self.keys]
         self.values = [v.index_select(0, device_index) for v in self.values]
         self.real, self.length, self.rows = self.real[index], self.length[index], list(rows)
-__all__ = ["Decoder", "GPT2Prefixes", "Layout", "attention_of", "gpt2_decoder", "hf_decoder", "lockstep_decoder"]
+
+
+__all__ = ["Decoder", "GPT2Prefixes", "Layout", "attention_of", "gpt2_decoder", "hf_decoder", "lockstep_decoder",
+           "turn_rows"]

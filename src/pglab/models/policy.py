@@ -19,7 +19,7 @@ import torch
 
 from pglab.models.gpt2 import plain_gpt2
 from pglab.models.hf import reply_logits
-from pglab.models.hf_decode import GPT2Prefixes
+from pglab.models.hf_decode import GPT2Prefixes, turn_rows
 from pglab.models.logits import autocast, cache_keyword, cache_of, full_precision, shape_logits
 from pglab.models.tinyagent import KVCache, TinyAgent
 from pglab.runtime.distributed import unwrap
@@ -130,13 +130,8 @@ class HFPrefixes:
     def extend(self, rows: list[int], chunks: list[list[int]]) -> torch.Tensor:
         model = unwrap(self.policy.module)
         device = next(model.parameters()).device
-        width = max(len(c) for c in chunks)
-        ids = torch.full((len(self.rows), width), self.policy.pad_id, dtype=torch.long)
-        new = torch.zeros(len(self.rows), width, dtype=torch.long)
-        place = [self.rows.index(r) for r in rows]
-        for p, chunk in zip(place, chunks):
-            ids[p, :len(chunk)] = torch.tensor(chunk)
-            new[p, :len(chunk)] = 1
+        ids, real, place = turn_rows(self.rows, rows, chunks, self.policy.pad_id)
+        new = real.long()
         positions = self.length[:, None] + new.cumsum(1) - 1
         self.attention = torch.cat([self.attention, new], 1)
         with autocast(device):
