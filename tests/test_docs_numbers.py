@@ -47,3 +47,23 @@ def test_render_keeps_the_digits_the_text_shows():
     assert new == ("r 0.9<!-- n x:a --> / 0.903<!-- n x:a -->, cut 43%<!-- n x:b -->, change -0.05<!-- n x:c -->, "
                    "166,912<!-- n x:d --> parameters, 1.0<!-- n x:e -->, range 0.4<!-- n x:b -->-0.9<!-- n x:a -->")
     assert missing == ["x:e"]
+
+
+def test_the_tool_agent_acceptance_table_is_the_committed_runs():
+    """docs/agents.md's acceptance table (held-out reward before -> after) is what the committed agent sweeps hold:
+    version 8 from acceptance/, version 7 from acceptance-v7/ and, for the fresh environments, fresh-v7/."""
+    import re
+
+    sweeps = ROOT / "docs" / "results" / "agent-sweep"
+    runs = {name: {(r["env"], r["seed"]): f"{r['base_heldout']:.2f} -> {r['trained_heldout']:.2f}"
+                   for r in json.loads((sweeps / name / "runs.json").read_text())["rows"]}
+            for name in ("acceptance", "acceptance-v7", "fresh-v7")}
+    text = (ROOT / "docs" / "agents.md").read_text()
+    table = text[text.index("| environment | version 8, seed 0 |"):]
+    body = table.split("\n\n")[0].split("\n", 2)[2]                         # below the header and its rule
+    rows = re.findall(r"^\| (\w+)[^|]* \| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \|$", body, re.M)
+    assert len(rows) == 10
+    for env, *cells in rows:
+        v7 = runs["fresh-v7"] if env in ("weather", "area") else runs["acceptance-v7"]
+        expected = [runs["acceptance"][env, 0], runs["acceptance"][env, 1], v7[env, 0], v7[env, 1]]
+        assert [c.strip() for c in cells] == expected, env
