@@ -11,7 +11,7 @@ import torch
 
 from pglab.apps.train_agent import pass_table
 from pglab.stats import mean_best_at_k, pass_summary
-from pglab.trainers.lm.eval import pass_metrics
+from pglab.trainers.lm.eval import ScoredReplies, pass_metrics, reply_metrics
 
 TABLE = [[1, 0, 0, 1], [0, 0, 0, 0], [1, 1, 1, 1]]
 """Three problems of four samples: 2, 0 and 4 correct."""
@@ -55,6 +55,23 @@ def test_train_lm_pass_metrics_count_a_positive_score_as_a_pass_and_cap_k_at_the
     assert (found["best_at_k"], found["best_at_k_se"]) == mean_best_at_k(scores.numpy().reshape(3, 4), 2)
     assert pass_metrics(scores, generations=4, k=8)["k"] == 4
     assert pass_metrics(scores, generations=4, k=8)["pass_at_k"] == pytest.approx(2 / 3, abs=1e-12)
+
+
+def test_reply_metrics_kl_gap_se_is_the_spread_of_prompt_means_of_k1_minus_exact():
+    """k1 - exact per reply: 1, 3 | 5, 7 (two prompts of two replies): prompt means 2 and 6, whose se is 2; the se
+    of k1 alone (k1 = 1 at every reply, exact moving against it) is 0, which would let any gap pass as
+    significant."""
+    exact = torch.tensor([0.0, -2.0, -4.0, -6.0], dtype=torch.float64)
+    logp = torch.tensor([[0.0, 1.0]] * 4, dtype=torch.float64)
+    replies = ScoredReplies(ids=torch.zeros(4, 2, dtype=torch.long), mask=torch.tensor([[0, 1]] * 4),
+                            texts=["a"] * 4, replies=["a"] * 4, scores=torch.zeros(4, dtype=torch.float64), logp=logp,
+                            ref_logp=torch.zeros(4, 2, dtype=torch.float64), exact_kl=exact,
+                            entropy=torch.zeros(4, dtype=torch.float64))
+    found = reply_metrics(replies, reward=None, generations=2)
+    assert found["kl_k1_se"] == 0.0
+    assert found["kl_gap_se"] == pytest.approx(spread_se([2.0, 6.0]), abs=1e-12) == pytest.approx(2.0, abs=1e-12)
+    assert reply_metrics(replies, reward=None)["kl_gap_se"] == pytest.approx(spread_se([1.0, 3.0, 5.0, 7.0]),
+                                                                             abs=1e-12)
 
 
 def test_train_agent_pass_table_groups_episodes_by_task_wherever_they_sit():

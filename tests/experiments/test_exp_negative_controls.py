@@ -94,7 +94,7 @@ def lm_kl_evals(learn: bool, priced: bool = True) -> dict[tuple[int, float], lis
     ordered by beta, the reward up), one whose optimiser step was never applied (every evaluation the start), or
     (``priced`` False) one whose KL penalty was never added to the reward (the same KL at every beta)."""
     start = {"step": 0, "reward": 0.0, "kl_exact": 0.0, "kl_exact_se": 0.1, "kl_k1": 0.0, "kl_k1_se": 0.1,
-             "entropy": 3.4, "ref_perplexity": 29.0, "distinct_1": 0.18}
+             "kl_gap_se": 0.1, "entropy": 3.4, "ref_perplexity": 29.0, "distinct_1": 0.18}
     evals = {}
     for seed in (0, 1, 2):
         for beta in (0.0, 0.05, 0.2):

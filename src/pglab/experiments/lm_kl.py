@@ -200,10 +200,10 @@ def claims(result: Result, evals: dict[tuple[int, float], list[dict]], config: C
     result.metrics[f"beta{beta:g}_kl_bound"] = max(gain, 0.0) / beta
     for beta in config.betas:
         gaps = [evals[seed, beta][-1]["kl_k1"] - evals[seed, beta][-1]["kl_exact"] for seed in seeds]
-        se = math.sqrt(sum(evals[seed, beta][-1]["kl_k1_se"] ** 2 for seed in seeds)) / len(seeds)
+        se = math.sqrt(sum(evals[seed, beta][-1]["kl_gap_se"] ** 2 for seed in seeds)) / len(seeds)
         result.check_z(f"beta = {beta:g}: k1 estimate of the KL agrees with the exact KL (end, mean over seeds)",
-                       float(np.mean(gaps)), 0.0, se, f"se of the mean k1 over the seeds' held-out replies, se = "
-                                                      f"{se:.2g}")
+                       float(np.mean(gaps)), 0.0, se, f"se of the mean k1 - exact over the seeds' held-out prompts, "
+                                                      f"se = {se:.2g}")
     for beta in config.betas:
         for when, i in (("start", 0), ("end", -1)):
             for key in ("reward", "kl_exact", "distinct_1", "entropy", "ref_perplexity"):
