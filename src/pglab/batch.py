@@ -20,6 +20,19 @@ OWNER_NAMES = ("pad", "prompt", "policy", "tool")
 
 
 @dataclass
+class AllowedIds:
+    """The ids a constrained policy may write at each position (``pglab.sampling.call_grammar``): ``index`` [B, T]
+    long picks a row of ``table`` [S, V] bool, whose row 0 allows every id (an unconstrained position)."""
+
+    index: torch.Tensor
+    table: torch.Tensor
+
+    def mask(self, rows: torch.Tensor | slice, start: int, end: int) -> torch.Tensor:
+        """[b, end - start, V] bool: the allowed ids of positions start..end - 1 of ``rows``."""
+        return self.table[self.index[rows, start:end]]
+
+
+@dataclass
 class TokenBatch:
     """Sequences of token ids with their masks, owners, rewards and optional log-probabilities.
 
@@ -28,7 +41,8 @@ class TokenBatch:
     token_rewards [B, T]; group [B] long (rows with the same value answer the same prompt or task);
     logp_old and ref_logp [B, T] optional, aligned with ids; rollout_logp [B, T] optional: the sampler's
     log-probs of the tokens when the sampler is not the trained policy (stale parameters, another kernel), read by
-    the mismatch corrections; info: one entry per row (the collector's EpisodeLog).
+    the mismatch corrections; allowed: each position's allowed ids when the sampler was constrained (scored
+renormalised over them); info: one entry per row (the collector's EpisodeLog).
     """
 
     ids: torch.Tensor
@@ -41,6 +55,7 @@ class TokenBatch:
     logp_old: torch.Tensor | None = None
     ref_logp: torch.Tensor | None = None
     rollout_logp: torch.Tensor | None = None
+    allowed: AllowedIds | None = None
     info: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -58,6 +73,8 @@ class TokenBatch:
             raise ValueError("a TokenBatch needs rewards [B] or token_rewards [B, T]")
         if self.action_mask[:, 0].any():
             raise ValueError("action_mask must be 0 at position 0: the first token has no log-probability")
+        if self.allowed is not None and tuple(self.allowed.index.shape) != (B, T):
+            raise ValueError(f"allowed.index has shape {tuple(self.allowed.index.shape)}; pass [{B}, {T}] to match ids")
         if self.info and len(self.info) != B:
             raise ValueError(f"info has {len(self.info)} entries for {B} rows; pass one per row")
 
@@ -67,7 +84,10 @@ class TokenBatch:
 
     def to(self, device: torch.device | str) -> TokenBatch:
         """A copy with every tensor on ``device``."""
-        return TokenBatch(**{f.name: _map(getattr(self, f.name), lambda t: t.to(device)) for f in fields(self)})
+        values = {f.name: _map(getattr(self, f.name), lambda t: t.to(device)) for f in fields(self)}
+        if self.allowed is not None:
+            values["allowed"] = AllowedIds(self.allowed.index.to(device), self.allowed.table.to(device))
+        return TokenBatch(**values)
 
     def select(self, index: torch.Tensor | list[int] | slice) -> TokenBatch:
         """The rows ``index`` (a slice, a list of ints or a bool/long tensor) as a new TokenBatch."""
@@ -77,6 +97,8 @@ class TokenBatch:
         picked = torch.as_tensor(list(rows), dtype=torch.long, device=self.ids.device)
         values = {f.name: _map(getattr(self, f.name), lambda t: t.index_select(0, picked)) for f in fields(self)}
         values["info"] = [self.info[i] for i in rows] if self.info else []
+        if self.allowed is not None:
+            values["allowed"] = AllowedIds(self.allowed.index.index_select(0, picked), self.allowed.table)
         return TokenBatch(**values)
 
 

@@ -169,8 +169,9 @@ def test_the_docs_calculator_skips_every_step_and_train_agent_says_so(tmp_path, 
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "calc_env.py").write_text(python_blocks(ROOT / "docs" / "agents.md")[0])
-    assert main(["train-agent", "--env", "calc_env:make_env", "--quick", "--format-penalty", "0",  # no cost: a
-                 "--out", str(tmp_path / "run")]) == 0                      # reward of 0 everywhere, no gradient
+    # no cost and free calls: the quick agent's reward is 0 everywhere, so no step has a gradient
+    assert main(["train-agent", "--env", "calc_env:make_env", "--quick", "--format-penalty", "0", "--calls", "free",
+                 "--out", str(tmp_path / "run")]) == 0
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert len(printed) == 1 and printed[0].startswith("warning: 3 of 3 steps skipped with a zero gradient")

@@ -262,7 +262,7 @@ def pglab_trainer(folder: Path, settings: Settings, clock: Clock):
     steps = settings.rounds + settings.warmup
     cfg = AgentConfig(model=str(folder), env=ENV, advantage="grpo", group_size=settings.group,
                       episodes_per_step=settings.episodes, learning_rate=LEARNING_RATE, steps=steps, eval_every=steps,
-                      seed=settings.seed)
+                      seed=settings.seed, calls="free")   # TRL samples any text: the race compares the same sampling
     def load(spec: str, where: str) -> Callable[[], Any]:
         factory = load_callable(spec, where)
         return lambda: clock.instrument(factory())

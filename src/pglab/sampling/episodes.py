@@ -13,6 +13,7 @@ the transcript is never decoded and tokenised again.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -20,12 +21,13 @@ from typing import Any, Protocol
 import torch
 import torch.nn.functional as F
 
-from pglab.batch import POLICY, PROMPT, TOOL, TokenBatch
+from pglab.batch import POLICY, PROMPT, TOOL, AllowedIds, TokenBatch
 from pglab.envs.bugfix import Episode, EpisodeRecord, parse_call, record_stats
 from pglab.envs.text import TextTurnEnv, check_step
 from pglab.models.policy import Prefixes, TokenPolicy, as_policy
 from pglab.models.tokenizer import Tokenizer
 from pglab.runtime.options import SettingsError
+from pglab.sampling.call_grammar import AllowedTable, CallGrammar
 
 MAX_CALL_TOKENS = 8
 """Default cap on the words of one call (the longest valid call has 4)."""
@@ -156,24 +158,33 @@ class _Playing:
     """What has happened."""
     messages: list[dict]
     """The conversation so far (what a chat template renders)."""
+    allowed: list[int]
+    """Each id's row of the batch's AllowedTable (0: sampled unconstrained)."""
+    grammar: CallGrammar | None = None
+    """The calls the episode allows (constrained calls), or None."""
     reward: float = 0.0
     """The sum of the step rewards so far."""
 
-    def append(self, ids: list[int], owner: int, logp: list[float] | None = None) -> None:
+    def append(self, ids: list[int], owner: int, logp: list[float] | None = None,
+               allowed: list[int] | None = None) -> None:
         self.ids += ids
         self.owner += [owner] * len(ids)
         self.logp += logp if logp is not None else [0.0] * len(ids)
+        self.allowed += allowed if allowed is not None else [0] * len(ids)
 
     def cut(self, length: int) -> None:
         """Keep the first ``length`` ids: a long answer can overrun the policy's context, and only its tail goes
         (each call was sampled where it fitted)."""
-        del self.ids[length:], self.owner[length:], self.logp[length:]
+        del self.ids[length:], self.owner[length:], self.logp[length:], self.allowed[length:]
 
 
 def collate(sequences: Sequence[tuple[list[int], list[int]]], rewards: Sequence[float], pad_id: int, *,
             group: Sequence[int] | None = None, logp: Sequence[list[float]] | None = None,
-            info: list[Any] | None = None) -> TokenBatch:
-    """(ids, owner) lists of B episodes -> a right-padded TokenBatch; action_mask = (owner == policy)."""
+            info: list[Any] | None = None,
+            allowed: tuple[Sequence[list[int]], torch.Tensor] | None = None) -> TokenBatch:
+    """(ids, owner) lists of B episodes -> a right-padded TokenBatch; action_mask = (owner == policy).
+
+    ``allowed``: (each row's AllowedTable rows, the table [S, V]) when the calls were constrained."""
     B, T = len(sequences), max(len(ids) for ids, _ in sequences)
     ids = torch.full((B, T), pad_id, dtype=torch.long)
     owner = torch.zeros((B, T), dtype=torch.long)
@@ -186,49 +197,91 @@ def collate(sequences: Sequence[tuple[list[int], list[int]]], rewards: Sequence[
     return TokenBatch(ids=ids, attention_mask=(owner != 0).long(), action_mask=(owner == POLICY).float(),
                       owner=owner, group=torch.as_tensor(list(group) if group is not None else range(B)),
                       rewards=torch.as_tensor(list(rewards), dtype=torch.float32), logp_old=logp_old,
-                      info=info or [])
+                      allowed=_allowed_ids(allowed, B, T), info=info or [])
 
 
-def sample_tokens(logits: torch.Tensor, generator: torch.Generator,
-                  temperature: float = 1.0) -> tuple[list[int], list[float]]:
-    """One token per row of logits [n, V] at ``temperature`` -> (tokens, their log-probabilities)."""
-    logp = F.log_softmax(logits.float() / temperature, dim=-1)
+def _allowed_ids(allowed: tuple[Sequence[list[int]], torch.Tensor] | None, B: int, T: int) -> AllowedIds | None:
+    if allowed is None:
+        return None
+    rows, table = allowed
+    index = torch.zeros((B, T), dtype=torch.long)
+    for b, row in enumerate(rows):
+        index[b, :len(row)] = torch.as_tensor(row, dtype=torch.long)
+    return AllowedIds(index, table)
+
+
+def sample_tokens(logits: torch.Tensor, generator: torch.Generator, temperature: float = 1.0,
+                  allowed: torch.Tensor | None = None) -> tuple[list[int], list[float]]:
+    """One token per row of logits [n, V] at ``temperature`` -> (tokens, their log-probabilities); ``allowed``
+    [n, V] bool renormalises each row over its allowed ids."""
+    logits = logits.float() / temperature
+    if allowed is not None:
+        logits = logits.masked_fill(~allowed, -math.inf)
+    logp = F.log_softmax(logits, dim=-1)
     tokens = torch.multinomial(logp.exp(), 1, generator=generator)[:, 0]
     return tokens.tolist(), logp.gather(1, tokens[:, None])[:, 0].tolist()
 
 
-def _sample_calls(prefixes: Prefixes, logits: torch.Tensor, layout: Layout, rows: list[int],
-                 generator: torch.Generator, temperature: float) -> dict[int, tuple[list[int], list[float], str]]:
-    """Every row writes one call, token by token, in lockstep -> {row: (ids, log-probs, stop)}.
+@dataclass
+class _Call:
+    """One sampled call: its ids, their log-probabilities and AllowedTable rows, and why it stopped."""
+
+    ids: list[int] = field(default_factory=list)
+    logp: list[float] = field(default_factory=list)
+    allowed: list[int] = field(default_factory=list)
+    stop: str | None = None
+
+
+def _allowed_mask(grammars: list[CallGrammar | None], texts: list[str], table: AllowedTable, vocab: int,
+                  rows: list[int]) -> torch.Tensor | None:
+    """[n, V] bool of the rows' allowed ids (None when no row is constrained); appends each row's table index."""
+    if not any(grammars):
+        rows.extend([0] * len(grammars))
+        return None
+    mask = torch.ones((len(grammars), vocab), dtype=torch.bool)
+    for k, (grammar, text) in enumerate(zip(grammars, texts)):
+        ids = grammar.allowed(text) if grammar else ()
+        rows.append(table.index(ids) if ids else 0)     # nothing allowed: the text left the grammar (a capped call)
+        if ids:
+            mask[k] = False
+            mask[k, list(ids)] = True
+    return mask
+
+
+def _sample_calls(prefixes: Prefixes, logits: torch.Tensor, layout: Layout, episodes: list[_Playing],
+                  rows: list[int], generator: torch.Generator, temperature: float,
+                  table: AllowedTable) -> dict[int, _Call]:
+    """Every row writes one call, token by token, in lockstep -> {row: its _Call}.
 
     ``logits`` [len(rows), V] are the next-token logits of each row; the last token of each call
-    is not fed to ``prefixes``.
+    is not fed to ``prefixes``. A row whose episode has a grammar samples only the ids it allows.
     """
-    ids: dict[int, list[int]] = {e: [] for e in rows}
-    logps: dict[int, list[float]] = {e: [] for e in rows}
-    stops: dict[int, str] = {}
+    calls = {e: _Call() for e in rows}
     writing = list(rows)
     while writing:
-        tokens, token_logps = sample_tokens(logits.cpu(), generator, temperature)
-        for e, t, lp in zip(writing, tokens, token_logps):
-            ids[e].append(t)
-            logps[e].append(lp)
-            stop = layout.call_stop(ids[e])
-            if stop is not None:
-                stops[e] = stop
-        writing = [e for e in writing if e not in stops]
+        grammars = [episodes[e].grammar for e in writing]
+        picked: list[int] = []
+        texts = [layout.call_text(calls[e].ids) if episodes[e].grammar else "" for e in writing]
+        allowed = _allowed_mask(grammars, texts, table, logits.shape[-1], picked)
+        tokens, token_logps = sample_tokens(logits.cpu(), generator, temperature, allowed)
+        for e, t, lp, row in zip(writing, tokens, token_logps, picked):
+            call = calls[e]
+            call.ids.append(t)
+            call.logp.append(lp)
+            call.allowed.append(row)
+            call.stop = layout.call_stop(call.ids)
+        writing = [e for e in writing if calls[e].stop is None]
         if writing:
-            logits = prefixes.extend(writing, [[ids[e][-1]] for e in writing])
-    return {e: (ids[e], logps[e], stops[e]) for e in rows}
+            logits = prefixes.extend(writing, [[calls[e].ids[-1]] for e in writing])
+    return calls
 
 
-def _play_call(episode: _Playing, env: TextTurnEnv, layout: Layout, call: tuple[list[int], list[float], str],
-              max_turns: int) -> bool:
-    """Append the sampled ``call`` (ids, log-probs, stop), step ``env`` with its text, and append the answer
-    when the episode goes on -> whether it goes on."""
-    ids, logps, stop = call
+def _play_call(episode: _Playing, env: TextTurnEnv, layout: Layout, call: _Call, max_turns: int) -> bool:
+    """Append the sampled ``call``, step ``env`` with its text, and append the answer when the episode goes on
+    -> whether it goes on."""
+    ids, stop = call.ids, call.stop
     text, log = layout.call_text(ids), episode.log
-    episode.append(ids, POLICY, logps)
+    episode.append(ids, POLICY, call.logp, call.allowed)
     log.calls.append(text)
     log.call_ids.append(list(ids))
     log.stops.append(stop)
@@ -242,6 +295,8 @@ def _play_call(episode: _Playing, env: TextTurnEnv, layout: Layout, call: tuple[
         return False
     episode.append(layout.observation_ids(episode.messages, text, observation), TOOL)
     episode.messages += [{"role": "assistant", "content": text}, {"role": layout.tool_role, "content": observation}]
+    if episode.grammar:
+        episode.grammar.observe(layout.shown(observation))
     return True
 
 
@@ -273,13 +328,15 @@ def collect_episodes(policy: TokenPolicy | torch.nn.Module, layout: Layout, envs
                                 f"{layout.max_call_tokens} it does not fit the agent's {policy.max_length} positions; "
                                 "shorten the environment's prompt (what reset returns) or pass a --model that takes "
                                 "longer texts")
+        grammar = layout.grammar(prompt) if hasattr(layout, "grammar") else None
         episodes.append(_Playing(list(ids), [PROMPT] * len(ids), [0.0] * len(ids), EpisodeLog(prompt),
-                                 [{"role": "user", "content": prompt}]))
+                                 [{"role": "user", "content": prompt}], [0] * len(ids), grammar or None))
     prefixes = policy.prefixes([e.ids for e in episodes])
     alive = list(range(len(episodes)))
     logits = prefixes.extend(alive, [e.ids for e in episodes])
+    table = AllowedTable()
     while alive:
-        calls = _sample_calls(prefixes, logits, layout, alive, generator, temperature)
+        calls = _sample_calls(prefixes, logits, layout, episodes, alive, generator, temperature, table)
         going_on = [e for e in alive if _play_call(episodes[e], envs[e], layout, calls[e], max_turns)]
         for e in going_on:
             if policy.max_length is not None and len(episodes[e].ids) + layout.max_call_tokens > policy.max_length:
@@ -293,8 +350,10 @@ def collect_episodes(policy: TokenPolicy | torch.nn.Module, layout: Layout, envs
     if group is None:
         order = sorted(set(int(s) for s in seeds))
         group = [order.index(int(s)) for s in seeds]
+    constrained = (([e.allowed for e in episodes], table.table(logits.shape[-1]))
+                   if any(e.grammar for e in episodes) else None)
     return collate([(e.ids, e.owner) for e in episodes], [e.reward for e in episodes], layout.pad_id, group=group,
-                   logp=[e.logp for e in episodes], info=[e.log for e in episodes])
+                   logp=[e.logp for e in episodes], info=[e.log for e in episodes], allowed=constrained)
 
 
 def episode_stats(batch: TokenBatch, *, call_stops: bool = False) -> dict[str, float]:

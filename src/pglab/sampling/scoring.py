@@ -1,12 +1,15 @@
 """Scoring: the log-probabilities a policy gives to the tokens of a batch, the one function every trainer uses.
 
 Log-probs are aligned with ids: ``logp[:, t] = log pi(ids[:, t] | ids[:, :t])``, 0 before the
-first scored position. Rows of different lengths are scored in chunks of similar length, cut to
+first scored position; a batch sampled under constraints (``TokenBatch.allowed``) is scored renormalised over
+each position's allowed ids. Rows of different lengths are scored in chunks of similar length, cut to
 their longest row, so a few long episodes do not multiply the work of all; the chunks are made
 of whole groups, so a policy can run a group's shared prompt once.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -19,9 +22,15 @@ CHUNK_TOKENS = 1024
 """Rows of similar length are run together in chunks of at most this many (padded) positions."""
 
 
-def token_log_probs(logits: torch.Tensor, ids: torch.Tensor, start: int = 1) -> torch.Tensor:
-    """logits [B, T - start, V] predicting ids[:, start:] -> log pi(ids[:, t] | ids[:, :t]) [B, T], 0 before start."""
-    picked = F.log_softmax(full_precision(logits), dim=-1).gather(-1, ids[:, start:, None])[..., 0]
+def token_log_probs(logits: torch.Tensor, ids: torch.Tensor, start: int = 1,
+                    allowed: torch.Tensor | None = None) -> torch.Tensor:
+    """logits [B, T - start, V] predicting ids[:, start:] -> log pi(ids[:, t] | ids[:, :t]) [B, T], 0 before start.
+
+    ``allowed`` [B, T - start, V] bool: the policy is renormalised over the allowed ids of each position."""
+    logits = full_precision(logits)
+    if allowed is not None:
+        logits = logits.masked_fill(~allowed, -math.inf)
+    picked = F.log_softmax(logits, dim=-1).gather(-1, ids[:, start:, None])[..., 0]
     return F.pad(picked, (start, 0))
 
 
@@ -57,7 +66,8 @@ def sequence_log_probs(policy: TokenPolicy | torch.nn.Module, batch: TokenBatch 
     def logits(rows: torch.Tensor | slice, longest: int) -> torch.Tensor:
         part = ids[rows, :longest]
         extra = {"attention_mask": batch.attention_mask[rows, :longest]} if padded else {}
-        return token_log_probs(policy.logits(part, start, group_size, **extra), part, start)
+        allowed = batch.allowed.mask(rows, start, longest) if batch.allowed is not None else None
+        return token_log_probs(policy.logits(part, start, group_size, **extra), part, start, allowed)
 
     if ids.shape[0] == group_size:
         return logits(slice(None), ids.shape[1])

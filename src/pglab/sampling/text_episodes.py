@@ -22,11 +22,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from pglab.batch import POLICY, PROMPT, TOOL
+from pglab.sampling.call_grammar import CallGrammar, TokenTexts
 
 CLOSING = "</call>"
 """The text that closes a call."""
 MAX_TEXT_CALL_TOKENS = 32
 """Default cap on the tokens of one call."""
+CALLS = ("free", "constrained")
+"""How a turn is sampled: any text, or a well-formed call copied from the context (or end-of-text)."""
 
 
 class TextLayout:
@@ -34,13 +37,18 @@ class TextLayout:
 
     ``chat``: render turns with the tokenizer's chat template (default: when it has one);
     ``max_obs_tokens`` cuts each observation; a call ends at ``closing``, at end-of-text or after
-    ``max_call_tokens`` tokens.
+    ``max_call_tokens`` tokens. ``calls="constrained"``: an episode whose prompt names tools in the call
+    syntax samples only well-formed calls with arguments copied from what it has seen
+    (:mod:`pglab.sampling.call_grammar`); ``"free"``: any text.
     """
 
     def __init__(self, tokenizer: Any, chat: bool | None = None, max_obs_tokens: int = 128,
-                 max_call_tokens: int = MAX_TEXT_CALL_TOKENS, closing: str = CLOSING):
+                 max_call_tokens: int = MAX_TEXT_CALL_TOKENS, closing: str = CLOSING, calls: str = "free"):
+        if calls not in CALLS:
+            raise ValueError(f"calls must be one of {', '.join(CALLS)}, got {calls!r}")
         self.tokenizer, self.max_obs_tokens = tokenizer, max_obs_tokens
-        self.max_call_tokens, self.closing = max_call_tokens, closing
+        self.max_call_tokens, self.closing, self.calls = max_call_tokens, closing, calls
+        self._texts: TokenTexts | None = None
         self.chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
         if self.chat and not getattr(tokenizer, "chat_template", None):
             raise ValueError("the tokenizer has no chat template; pass chat=False (plain text turns)")
@@ -70,6 +78,19 @@ class TextLayout:
             return "closing"
         return "cap" if len(ids) >= self.max_call_tokens else None
 
+    def grammar(self, prompt: str) -> CallGrammar | None:
+        """The calls an episode of ``prompt`` allows (constrained calls and a prompt naming a tool), else None."""
+        if self.calls != "constrained":
+            return None
+        if self._texts is None:
+            self._texts = TokenTexts.of(self.tokenizer)
+        grammar = CallGrammar(prompt, self._texts)
+        return grammar if grammar else None
+
+    def shown(self, observation: str) -> str:
+        """The observation as the agent sees it: cut to max_obs_tokens."""
+        return self.tokenizer.decode(self.encode(observation)[:self.max_obs_tokens])
+
     def call_text(self, ids: list[int]) -> str:
         """The decoded call without end-of-text."""
         return self.tokenizer.decode([t for t in ids if t != self.eos])
@@ -86,7 +107,7 @@ class TextLayout:
 
         ``messages`` is the conversation before the call (the user turn, then calls and observations).
         """
-        observation = self.tokenizer.decode(self.encode(observation)[:self.max_obs_tokens])
+        observation = self.shown(observation)
         if not self.chat:
             return self.encode("\n<obs> " + observation + " </obs>\n")
         before = self._render(messages, True) + call
@@ -123,4 +144,4 @@ def encode_text_episode(layout: TextLayout, prompt: str, calls: Sequence[str],
     return ids, owner
 
 
-__all__ = ["CLOSING", "MAX_TEXT_CALL_TOKENS", "TextLayout", "encode_text_episode"]
+__all__ = ["CALLS", "CLOSING", "MAX_TEXT_CALL_TOKENS", "TextLayout", "encode_text_episode"]

@@ -13,6 +13,7 @@ import torch
 
 from pglab.estimators.advantages import KINDS, uses_groups
 from pglab.runtime.options import SettingsError, flag_of, option
+from pglab.sampling.text_episodes import CALLS
 from pglab.trainers.tinyagent import FORMAT_PENALTY
 from pglab.trainers.update import check_zoo
 
@@ -63,6 +64,11 @@ class AgentConfig:
     """Optimiser steps per collected batch, each against the policy before the first (reinforce: PPO's clip)."""
     staleness: int = 0
     """Collect each step's episodes with the parameters of this many steps earlier (async training; 0: current)."""
+    calls: str | None = None
+    """constrained: a turn is end-of-text or a well-formed call to a tool the prompt names, with as many arguments
+    as its usage shows, each a word copied from the prompt or the observations (the sampler and the update both
+    renormalise over the allowed tokens); free: any text. None: free in bugfix and reasoning-gym (whose answers are
+    computed, not copied), constrained elsewhere."""
     max_call_tokens: int = 24
     """Token cap of one call (a call also ends at its closing text)."""
     max_obs_tokens: int = 96
@@ -80,6 +86,8 @@ class AgentConfig:
         for name, value in (BUGFIX if self.env == "bugfix" else USER_ENV).items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
+        if self.calls is None:
+            self.calls = "free" if self.env == "bugfix" or self.env.startswith("reasoning-gym:") else "constrained"
         self.validate()
 
     def validate(self) -> None:
@@ -95,7 +103,8 @@ class AgentConfig:
         if self.seed < 0 or self.beta < 0 or not 0 <= self.format_penalty < float("inf") or self.learning_rate <= 0:
             raise SettingsError("pass --seed >= 0, --beta >= 0, --format-penalty >= 0 and --learning-rate > 0")
         for name, value, known in (("advantage", self.advantage, KINDS), ("default-size", self.default_size,
-                                   tuple(DEFAULT_AGENT)), ("device", self.device, ("cpu", "cuda"))):
+                                   tuple(DEFAULT_AGENT)), ("device", self.device, ("cpu", "cuda")),
+                                  ("calls", self.calls, CALLS)):
             if value not in known:
                 raise SettingsError(f"unknown --{name} {value!r}; pass one of {', '.join(known)}")
         if uses_groups(self.advantage) and self.episodes_per_step % self.group_size:

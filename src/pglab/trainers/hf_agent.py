@@ -331,7 +331,8 @@ def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resum
         started = time.perf_counter()
         model, tokenizer = load_agent(cfg, progress and world()[0] == 0)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id or 0
-        layout = TextLayout(tokenizer, max_obs_tokens=cfg.max_obs_tokens, max_call_tokens=cfg.max_call_tokens)
+        layout = TextLayout(tokenizer, max_obs_tokens=cfg.max_obs_tokens, max_call_tokens=cfg.max_call_tokens,
+                            calls=cfg.calls)
         warmed = warm_start(model, layout, make_env, cfg.seed)
         if warmed is not None:
             echo(f"warm start: behaviour-cloned on {warmed['episodes']} episodes of the environment's scripted play "
@@ -355,7 +356,8 @@ def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resum
                              RunSettings(out=out, resume=resume, stop_at=stop_at, progress=progress),
                              reference=reference, resume_check={
                                  "model": cfg.model, "default_size": cfg.default_size, "env": cfg.env,
-                                 "format_penalty": cfg.format_penalty, "max_call_tokens": cfg.max_call_tokens,
+                                 "format_penalty": cfg.format_penalty, "calls": cfg.calls,
+                                 "max_call_tokens": cfg.max_call_tokens,
                                  "max_obs_tokens": cfg.max_obs_tokens})
         after = measure()
         if world()[0] == 0:
