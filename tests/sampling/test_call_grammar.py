@@ -1,0 +1,122 @@
+"""Constrained calls (pglab.sampling.call_grammar): the allowed ids against a brute-force check over every valid
+call, the collector's renormalised sampling against the update's scoring, and the calls it writes."""
+
+import dataclasses
+import itertools
+import random
+
+import pytest
+import torch
+
+from pglab.envs.tooluse import prompt_tools, well_formed
+from pglab.models.hf import load_causal_lm
+from pglab.models.policy import HFPolicy
+from pglab.sampling.call_grammar import CLOSE, OPEN, CallGrammar, TokenTexts, context_words, tool_arities
+from pglab.sampling.episodes import collect_episodes
+from pglab.sampling.scoring import sequence_log_probs
+from pglab.sampling.text_episodes import TextLayout
+from pglab.trainers.hf_agent import ensure_agent
+from support.tool_envs import area, calculator, road
+
+PROMPT = "Is 12 -3 more than x? Use <call> add A B </call> or <call> neg [N] </call>; end with <call> say X </call>."
+
+
+def test_tool_arities_read_the_usages_with_brackets_optional_and_a_bare_name_open():
+    assert tool_arities(PROMPT) == {"add": (2, 2), "neg": (0, 1), "say": (1, 1)}
+    assert tool_arities("Ask <call> ping </call>, <call> ping X </call> or <call> look") == {"ping": (0, 1),
+                                                                                             "look": (0, 3)}
+
+
+def test_context_words_strip_punctuation_keep_a_minus_and_drop_tags():
+    assert context_words('Is it -3, (or "oslo")? <call> a </call> x.') == {"Is", "it", "-3", "or", "oslo", "a", "x"}
+
+
+class CharTokenizer:
+    """Every printable character is a token, plus a few merged pieces; id 0 is end-of-text."""
+
+    def __init__(self, pieces=(" 1", "12", " a", "dd", "<call>", " </call>", " </", "call>", "-3")):
+        chars = sorted(set("".join(sorted(context_words(PROMPT))) + " <>/ca" + "".join(pieces) + "lsyz"))
+        self.vocab = ["<eos>", *chars, *pieces]
+        self.eos_token_id, self.all_special_ids = 0, [0]
+
+    def __len__(self):
+        return len(self.vocab)
+
+    def decode(self, ids):
+        return "".join(self.vocab[i] for i in ids)
+
+
+def valid_calls(grammar: CallGrammar) -> list[str]:
+    words = sorted(grammar.words)
+    return [" ".join([OPEN, tool, *args, CLOSE]) for tool, (low, high) in grammar.arities.items()
+            for n in range(low, high + 1) for args in itertools.product(words, repeat=n)]
+
+
+def test_allowed_ids_are_exactly_those_that_keep_the_text_a_prefix_of_a_valid_call():
+    tokenizer = CharTokenizer()
+    grammar = CallGrammar(PROMPT, TokenTexts.of(tokenizer))
+    grammar.observe("the sum is 9.")
+    calls = valid_calls(grammar)
+    valid_prefixes = {call[:k] for call in calls for k in range(len(call) + 1)}
+    rng = random.Random(0)
+    texts = {""} | {call[:k] for call in rng.sample(calls, 60) for k in range(1, len(call))}
+    for text in sorted(texts):     # (no token of CharTokenizer spans more than the rest of a word and the next)
+        brute = {i for i in range(1, len(tokenizer)) if text + tokenizer.vocab[i] in valid_prefixes}
+        assert set(grammar.allowed(text)) == brute | ({0} if text == "" else set()), text
+    assert grammar.allowed("<call> add 12 -3 </call>") == ()
+    assert grammar.allowed("<call> sub") == () and grammar.allowed("<call>  add") == ()
+
+
+def test_a_walk_through_allowed_ids_always_writes_a_well_formed_call_of_context_words():
+    tokenizer = CharTokenizer()
+    grammar = CallGrammar(PROMPT, TokenTexts.of(tokenizer))
+    rng = random.Random(1)
+    for _ in range(200):
+        text = ""
+        while CLOSE not in text:
+            choices = [i for i in grammar.allowed(text) if i != 0]
+            text += tokenizer.vocab[rng.choice(choices)]
+        assert well_formed(text, prompt_tools(PROMPT))
+        tool, *args = text.split()[1:-1]
+        low, high = grammar.arities[tool]
+        assert low <= len(args) <= high and set(args) <= context_words(PROMPT), text
+
+
+@pytest.fixture(scope="module")
+def quick_agent():
+    return load_causal_lm(str(ensure_agent("tool", "quick", progress=False)))
+
+
+def test_constrained_episodes_are_scored_as_they_were_sampled_and_their_calls_are_well_formed(quick_agent):
+    model, tokenizer = quick_agent
+    layout = TextLayout(tokenizer, chat=False, max_call_tokens=24, calls="constrained")
+    makes = (calculator, area, road)
+    envs = [makes[i % 3]() for i in range(12)]
+    batch = collect_episodes(HFPolicy(model.eval(), pad_id=layout.pad_id), layout, envs, [i // 3 for i in range(12)],
+                             torch.Generator().manual_seed(0), max_turns=3)
+    assert batch.allowed is not None and bool(batch.allowed.table[0].all())
+    policy_positions = batch.action_mask.bool()
+    assert bool((batch.allowed.index[policy_positions] > 0).all())      # every sampled id was constrained
+    assert bool((batch.allowed.index[~policy_positions] == 0).all())
+    scored = sequence_log_probs(HFPolicy(model, pad_id=layout.pad_id), batch)
+    gap = (scored - batch.logp_old)[policy_positions].abs().max()
+    assert gap < 1e-4, gap
+    unconstrained = sequence_log_probs(HFPolicy(model, pad_id=layout.pad_id), dataclasses.replace(batch, allowed=None))
+    assert (unconstrained - batch.logp_old)[policy_positions].abs().max() > 100 * gap   # the negative control
+    for log in batch.info:
+        seen = context_words(log.prompt)
+        for call, observation in zip(log.calls, log.observations):
+            if call:
+                assert well_formed(call, prompt_tools(log.prompt)), call
+                assert set(call.split()[2:-1]) <= seen, (call, seen)
+            seen |= context_words(layout.shown(observation))
+
+
+def test_free_calls_leave_the_batch_unconstrained(quick_agent):
+    model, tokenizer = quick_agent
+    layout = TextLayout(tokenizer, chat=False, calls="free")
+    batch = collect_episodes(HFPolicy(model.eval(), pad_id=layout.pad_id), layout, [calculator() for _ in range(2)],
+                             [0, 1], torch.Generator().manual_seed(0), max_turns=1)
+    assert batch.allowed is None
+    with pytest.raises(ValueError, match="calls must be one of"):
+        TextLayout(tokenizer, chat=False, calls="strict")
