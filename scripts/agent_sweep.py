@@ -4,7 +4,7 @@ swept and checked.
 Without --acceptance: the sweep of the learning rate, the advantage and the format cost over the small tool
 environments of tests/support/tool_envs.py (seed 0, short runs, one at a time). With --acceptance: the default
 settings (AgentConfig's USER_ENV) on each environment and on those held out of the sweep (or on --envs only), at
-seeds 0 and 1. Each run
+seeds 0 and 1 (--calls free|constrained: every run samples its turns so). Each run
 is measured on the 8 held-out seeds x 8 episodes before and after training; OUT gets runs.json (one row per run,
 with the command) and report.md.
 """
@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from pglab.runtime.progress import track  # noqa: E402
+from pglab.sampling.text_episodes import CALLS  # noqa: E402
 from pglab.trainers.agent_config import USER_ENV, AgentConfig  # noqa: E402
 from pglab.trainers.hf_agent import train_agent  # noqa: E402
 from support.tool_envs import ENVS, HELD_OUT_ENVS  # noqa: E402
@@ -39,7 +40,7 @@ def run_one(env: str, settings: dict, seed: int, out: Path) -> dict:
     reward = {f"{agent}_{split}": round(float(batches[split].rewards.mean()), 4)
               for agent, batches in (("base", trained["before"]), ("trained", trained["after"]))
               for split in ("train", "heldout")}
-    return {"env": env, "seed": seed, **{k: getattr(trained["config"], k) for k in USER_ENV}, **reward,
+    return {"env": env, "seed": seed, **{k: getattr(trained["config"], k) for k in (*USER_ENV, "calls")}, **reward,
             "heldout_gain": round(reward["trained_heldout"] - reward["base_heldout"], 4),
             "seconds": round(time.perf_counter() - started, 1)}
 
@@ -80,6 +81,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="the acceptance runs' seeds")
     parser.add_argument("--envs", nargs="+", choices=sorted({**ENVS, **HELD_OUT_ENVS}),
                         help="the acceptance runs' environments (default: all)")
+    parser.add_argument("--calls", choices=CALLS, help="how every run samples a turn (default: train-agent's)")
     args = parser.parse_args()
     if args.envs and not args.acceptance:
         parser.error("--envs goes with --acceptance; the sweep runs every environment of ENVS")
@@ -88,7 +90,7 @@ def main() -> None:
     command = "python scripts/agent_sweep.py " + " ".join(sys.argv[1:])
     rows = []
     for env, settings, seed in track(plan(args.acceptance, args.seeds, args.envs), "train-agent runs"):
-        rows.append(run_one(env, settings, seed, out / "runs"))
+        rows.append(run_one(env, {**settings, **({"calls": args.calls} if args.calls else {})}, seed, out / "runs"))
         (out / "runs.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
         (out / "report.md").write_text(markdown(rows, command, args.acceptance))
 

@@ -131,12 +131,15 @@ BUGFIX = {"advantage": "reinforce", "format_penalty": FORMAT_PENALTY, "steps": 8
           "learning_rate": 2e-3}
 """The defaults in BugFixEnv (the demo's schedule and the format-penalty sweep of docs/results/format_penalty.md)."""
 USER_ENV = {"advantage": "reinforce", "format_penalty": 0.1, "steps": 60, "episodes_per_step": 32,
-            "learning_rate": 1e-3}
+            "learning_rate": 3e-3}
 """The defaults in any other environment, chosen by the committed sweep ``scripts/agent_sweep.py`` (the learning
 rate x the advantage x the format cost, 30 steps of 32 episodes, on the calculator, word, lookup and parity
-environments of tests/support/tool_envs.py; docs/results/agent-sweep/defaults/report.md): the setting with the
-best mean held-out gain over the four (0.54, lowest 0.30), REINFORCE with the EMA baseline, learning rate 1e-3 and
-a format cost of 0.1. The schedule, 60 steps, is twice the sweep's and fits 5 minutes on 2 shared cores."""
+environments of tests/support/tool_envs.py), last run with constrained calls
+(docs/results/agent-sweep/defaults-constrained/report.md): the setting with the best mean held-out gain over the
+four (0.40, lowest 0.13: parity), REINFORCE with the EMA baseline at learning rate 3e-3; the format cost, which
+constrained calls make moot (0 and 0.1 gave the same runs), stays 0.1 for free calls, as the free-call sweeps chose
+(docs/results/agent-sweep/defaults/report.md, defaults-v7/). The schedule, 60 steps, is twice the sweep's and fits
+5 minutes on 2 shared cores."""
 
 QUICK = {"steps": 3, "episodes_per_step": 8, "eval_every": 3, "eval_per_task": 1}
 """``--quick``: a first look in seconds (and what CI runs)."""
