@@ -4,11 +4,13 @@ scripted-play hooks, and train-agent on the docs' calculator at quick size."""
 import math
 import random
 
+import pytest
 import torch
 
 from pglab.envs.tooluse import corpus, prompt_tools, well_formed
 from pglab.models.hf import load_causal_lm
 from pglab.models.policy import HFPolicy
+from pglab.runtime.options import SettingsError
 from pglab.sampling.episodes import EpisodeLog, collate, collect_episodes
 from pglab.sampling.text_episodes import TextLayout
 from pglab.trainers.agent_config import USER_ENV, AgentConfig
@@ -91,6 +93,15 @@ def test_the_scripted_play_hooks_warm_start_the_agent_and_nothing_happens_withou
         stats = warm_start(model, TextLayout(tokenizer, chat=False), lambda split, make=make: make(), seed=0)
         moved = any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
         assert (stats is not None) == hooked == moved, make
+
+
+def test_calls_are_constrained_for_a_module_environment_and_free_where_a_contract_wants_free_text():
+    assert AgentConfig(env="support.tool_envs:calculator").calls == "constrained"
+    for env in ("bugfix", "trl:counter_env:CounterEnv", "reasoning-gym:chain_sum"):
+        assert AgentConfig(env=env).calls == "free", env
+    assert AgentConfig(env="bugfix", calls="constrained").calls == "constrained"
+    with pytest.raises(SettingsError, match="unknown --calls 'strict'; pass one of free, constrained"):
+        AgentConfig(env="support.tool_envs:calculator", calls="strict")
 
 
 def test_train_agent_on_the_docs_calculator_at_quick_size(tmp_path):

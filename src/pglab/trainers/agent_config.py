@@ -67,8 +67,9 @@ class AgentConfig:
     calls: str | None = None
     """constrained: a turn is end-of-text or a well-formed call to a tool the prompt names, with as many arguments
     as its usage shows, each a word copied from the prompt or the observations (the sampler and the update both
-    renormalise over the allowed tokens); free: any text. None: free in bugfix and reasoning-gym (whose answers are
-    computed, not copied), constrained elsewhere."""
+    renormalise over the allowed tokens); free: any text. None: free in bugfix, reasoning-gym (whose answers are
+    computed, not copied) and trl (whose contract ends a rollout at a final answer in free text), constrained in a
+    module:factory environment."""
     max_call_tokens: int = 24
     """Token cap of one call (a call also ends at its closing text)."""
     max_obs_tokens: int = 96
@@ -87,7 +88,8 @@ class AgentConfig:
             if getattr(self, name) is None:
                 setattr(self, name, value)
         if self.calls is None:
-            self.calls = "free" if self.env == "bugfix" or self.env.startswith("reasoning-gym:") else "constrained"
+            self.calls = "free" if self.env == "bugfix" or self.env.startswith(("reasoning-gym:", "trl:")) \
+                else "constrained"
         self.validate()
 
     def validate(self) -> None:
