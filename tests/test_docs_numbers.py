@@ -51,19 +51,18 @@ def test_render_keeps_the_digits_the_text_shows():
 
 def test_the_tool_agent_acceptance_table_is_the_committed_runs():
     """docs/agents.md's acceptance table (held-out reward before -> after) is what the committed agent sweeps hold:
-    version 8 from acceptance/, version 7 from acceptance-v7/ and, for the fresh environments, fresh-v7/."""
+    constrained calls from acceptance-calls/, free calls (the same settings otherwise) from acceptance-calls-free/."""
     import re
 
     sweeps = ROOT / "docs" / "results" / "agent-sweep"
     runs = {name: {(r["env"], r["seed"]): f"{r['base_heldout']:.2f} -> {r['trained_heldout']:.2f}"
                    for r in json.loads((sweeps / name / "runs.json").read_text())["rows"]}
-            for name in ("acceptance", "acceptance-v7", "fresh-v7")}
+            for name in ("acceptance-calls", "acceptance-calls-free")}
     text = (ROOT / "docs" / "agents.md").read_text()
-    table = text[text.index("| environment | version 8, seed 0 |"):]
+    table = text[text.index("| environment | constrained, seed 0 |"):]
     body = table.split("\n\n")[0].split("\n", 2)[2]                         # below the header and its rule
     rows = re.findall(r"^\| (\w+)[^|]* \| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \|$", body, re.M)
-    assert len(rows) == 10
+    assert len(rows) == len(runs["acceptance-calls"]) // 2 == 18
     for env, *cells in rows:
-        v7 = runs["fresh-v7"] if env in ("weather", "area") else runs["acceptance-v7"]
-        expected = [runs["acceptance"][env, 0], runs["acceptance"][env, 1], v7[env, 0], v7[env, 1]]
+        expected = [runs[name][env, seed] for name in ("acceptance-calls", "acceptance-calls-free") for seed in (0, 1)]
         assert [c.strip() for c in cells] == expected, env
