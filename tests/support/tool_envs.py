@@ -9,8 +9,10 @@ count, the observation holding more than the number), ``weather`` (a town named 
 inside a sentence), ``area`` (a four-digit product inside a sentence), ``gate`` (codes of letters and digits, tools
 listed one per line), ``road`` (two word arguments in either order, then a number), ``seats`` (a weekday),
 ``price`` (two numbers of a sentence, multiplied), ``translate`` (a word and a language), ``exchange`` (an amount
-and a currency), ``birthday`` (an answer of two arguments) and ``letters`` (a word's length) are held out of the
-defaults sweep. Each factory takes no argument: ``--env support.tool_envs:calculator`` from tests/.
+and a currency), ``birthday`` (an answer of two arguments), ``letters`` (a word's length), ``hotel`` (three tools:
+a rate, a product, the answer), ``postcode`` (a five-digit code inside a sentence) and ``colour`` (a fruit's
+colour) are held out of the defaults sweep. Each factory takes no argument: ``--env support.tool_envs:calculator``
+from tests/.
 """
 
 from __future__ import annotations
@@ -546,12 +548,97 @@ def letters() -> Letters:
     return Letters()
 
 
+HOTELS = ("seaview", "alpine", "royal", "harbour", "garden", "central")
+
+
+class Hotel:
+    """Three tools over two or more turns: <call> rate HOTEL </call> gives a nightly rate, <call> multiply A B
+    </call> multiplies, <call> answer TOTAL </call> ends (right when it is the rate times the nights)."""
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.rates = {h: rng.randint(40, 250) for h in HOTELS}
+        self.hotel, self.nights, self.turns = rng.choice(HOTELS), rng.randint(2, 9), 0
+        return (f"I want to stay at the {self.hotel} hotel for {self.nights} nights. What will it cost in total? "
+                "Tools: <call> rate HOTEL </call> (price per night), <call> multiply A B </call>, "
+                "<call> answer TOTAL </call>.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 5
+        if call and call[0] == "rate" and len(call[1]) == 1 and call[1][0] in self.rates:
+            return f"{self.rates[call[1][0]]} per night", 0.0, last, {}
+        if call and call[0] == "multiply" and len(call[1]) == 2 and all(a.isdigit() for a in call[1]):
+            return str(int(call[1][0]) * int(call[1][1])), 0.0, last, {}
+        if call and call[0] == "answer" and len(call[1]) == 1:
+            return "booked", float(call[1][0] == str(self.rates[self.hotel] * self.nights)), True, {}
+        return "error: no such call", 0.0, last, {}
+
+
+def hotel() -> Hotel:
+    return Hotel()
+
+
+class Postcode:
+    """A town's postcode: <call> postcode TOWN </call> answers a sentence, <call> answer CODE </call> ends."""
+
+    TOWNS = ("arnhem", "brugge", "colmar", "delft", "esbjerg", "falun", "gouda", "hamar")
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.codes = {t: str(rng.randint(10000, 99999)) for t in self.TOWNS}
+        self.town, self.turns = rng.choice(self.TOWNS), 0
+        return (f"I need to send a parcel to {self.town}. What postcode do I write on it? "
+                "Look it up with <call> postcode TOWN </call> and answer <call> answer CODE </call>.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "postcode" and len(call[1]) == 1:
+            code = self.codes.get(call[1][0])
+            return (f"The postcode of {call[1][0]} is {code}." if code else "Town not found."), 0.0, last, {}
+        if call and call[0] == "answer" and len(call[1]) == 1:
+            return "sent", float(call[1][0] == self.codes[self.town]), True, {}
+        return "error", 0.0, last, {}
+
+
+def postcode() -> Postcode:
+    return Postcode()
+
+
+FRUIT_COLOURS = {"banana": "yellow", "lime": "green", "cherry": "red", "plum": "purple", "orange": "orange",
+                 "blueberry": "blue", "lemon": "yellow", "kiwi": "brown"}
+
+
+class Colour:
+    """A fruit's colour: <call> colour FRUIT </call>, then <call> say COLOUR </call>."""
+
+    def reset(self, seed: int) -> str:
+        self.fruit, self.turns = random.Random(seed).choice(sorted(FRUIT_COLOURS)), 0
+        return (f"My little sister asks what colour a {self.fruit} is. Use <call> colour FRUIT </call> to check and "
+                "<call> say COLOUR </call> to tell her.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "colour" and len(call[1]) == 1:
+            found = FRUIT_COLOURS.get(call[1][0])
+            return (f"a {call[1][0]} is {found}" if found else "I do not know that fruit"), 0.0, last, {}
+        if call and call[0] == "say" and len(call[1]) == 1:
+            return "she is happy", float(call[1][0] == FRUIT_COLOURS[self.fruit]), True, {}
+        return "error", 0.0, last, {}
+
+
+def colour() -> Colour:
+    return Colour()
+
+
 ENVS = {"calculator": calculator, "word": word, "lookup": lookup, "parity": parity}
 """The sweep's environments by name."""
 HELD_OUT_ENVS = {"multiplier": multiplier, "capital": capital, "convert": convert, "stock": stock,
                  "weather": weather, "area": area, "gate": gate, "road": road,
                  "seats": seats, "price": price, "translate": translate, "exchange": exchange,
-                 "birthday": birthday, "letters": letters}
+                 "birthday": birthday, "letters": letters, "hotel": hotel, "postcode": postcode, "colour": colour}
 """Environments the defaults were not chosen on (only the acceptance runs use them). The tool-use corpus was changed
 after the capital (version 6: questions that name a tool), the convert (version 7: tools of a number and a word,
 invented descriptions) and the convert and stock (version 8) failed; ``weather`` and ``area`` were written before
@@ -560,4 +647,5 @@ constrained calls and before any run of them (their commit precedes the first me
 all environments); ``seats``, ``price`` and ``translate`` were written after the first measurement of constrained
 calls and before any change that measurement suggested, and before any run of them; ``exchange``, ``birthday`` and
 ``letters`` were written after every measurement of constrained calls with the version-8 agent and before any
-change of the corpus they suggested, and before any run of them."""
+change of the corpus they suggested, and before any run of them; ``hotel``, ``postcode`` and ``colour`` before the
+corpus's version 9 was written, and before any run of them."""
