@@ -38,7 +38,9 @@ MAX_TURNS = 16
 
 
 class Layout(Protocol):
-    """How an episode becomes token ids, for :func:`collect_episodes`."""
+    """How an episode becomes token ids, for :func:`collect_episodes`. A layout may also have ``grammar(prompt)``
+    and ``shown(observation)`` (TextLayout's constrained calls): each episode then samples only the ids its
+    :class:`~pglab.sampling.call_grammar.CallGrammar` allows, and the batch records them."""
 
     max_call_tokens: int
     """The most tokens one call may take."""
