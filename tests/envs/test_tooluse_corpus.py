@@ -12,10 +12,10 @@ def arguments(call: str) -> list[str]:
 
 def test_every_argument_is_copied_from_the_prompt_or_an_earlier_observation():
     for t in corpus(400, 5):
-        seen = re.findall(r"-?\d+|[A-Za-z]+", t.prompt)
+        seen = re.findall(r"-?\w+", t.prompt)
         for call, observation in zip(t.calls, t.observations):
             assert all(arg in seen for arg in arguments(call)), (t.prompt, call)
-            seen += re.findall(r"-?\d+|[A-Za-z]+", observation)
+            seen += re.findall(r"-?\w+", observation)
 
 
 def test_two_number_calls_mostly_take_the_questions_numbers_in_order():

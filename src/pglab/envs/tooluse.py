@@ -21,7 +21,7 @@ import random
 import re
 from dataclasses import dataclass
 
-VERSION = 8
+VERSION = 9
 """The generator's version: part of the tool-use agent's cache key (bump it when a transcript changes)."""
 TOOL_NAMES = ("add", "sum", "plus", "multiply", "times", "subtract", "minus", "divide", "double", "square",
               "increment", "decrement", "lookup", "get", "find", "search", "query", "fetch", "read", "open",
@@ -181,10 +181,54 @@ def _question(rng: random.Random) -> tuple[str, list[str]]:
              (f"Bring the counter from 0 to {a}.", [a]), (f"Look up {w} and report its number.", [w]),
              (f"The secret is {a}. Which word is {v}?", [a, v]), (f"Sum {a}, {b} and {rng.randint(0, 9)}.", [a, b]),
              (f"Task {a}: {w} {v} {b}.", [a, w, v, b])]
-    if rng.random() < EMBEDDED:
-        forms = [(form.format(w=w, f=_filler(rng), g=_filler(rng)), [w]) for form in EMBEDDED_FORMS]
-    text, values = rng.choice(forms)
+    roll = rng.random()
+    if roll < SENTENCE:
+        text, values = _sentence(rng)
+    else:
+        if roll < SENTENCE + EMBEDDED:
+            forms = [(form.format(w=w, f=_filler(rng), g=_filler(rng)), [w]) for form in EMBEDDED_FORMS]
+        text, values = rng.choice(forms)
     return _chatty(rng, text), [str(x) for x in values]
+
+
+COMMON = ("i", "you", "we", "they", "my", "our", "your", "the", "a", "an", "this", "that", "it", "is", "are", "was",
+          "will", "can", "do", "does", "have", "has", "need", "want", "would", "like", "please", "tell", "me", "us",
+          "know", "go", "going", "get", "see", "make", "take", "give", "find", "think", "say", "ask", "help", "use",
+          "come", "leave", "stay", "buy", "send", "book", "check", "pay", "bring", "keep", "still", "just", "also",
+          "very", "soon", "now", "then", "here", "there", "again", "later", "tomorrow", "tonight", "yesterday",
+          "early", "late", "next", "last", "new", "old", "big", "small", "good", "best", "long", "short", "many",
+          "much", "some", "any", "every", "other", "same", "how", "what", "which", "when", "where", "who", "why",
+          "and", "or", "but", "so", "if", "with", "by", "about", "before", "after", "into", "over", "there", "time",
+          "day", "year", "people", "way", "thing", "place", "home", "city", "town", "room", "door", "car", "bus",
+          "train", "road", "street", "station", "airport", "ticket", "money", "price", "bill", "card", "letter",
+          "phone", "email", "name", "number", "word", "question", "answer", "problem", "idea", "trip", "holiday",
+          "hotel", "flight", "seat", "table", "food", "dinner", "lunch", "water", "coffee", "book", "game", "show",
+          "film", "music", "friend", "mother", "father", "sister", "brother", "child", "teacher", "doctor", "guest")
+"""Common English words that a SENTENCE question holds around its values and that are never arguments."""
+SENTENCE = 0.3
+"""The share of questions that are a sentence of COMMON words holding one or two values (a word, a number or a
+code), each after a preposition half of the time: the value is what is not a common word."""
+LEADS = ("in", "for", "from", "to", "at", "on", "called", "named", "of", "is", "about", "with")
+CODE = 0.25
+"""The share of a SENTENCE question's values, and of tool answers' word values, that are codes (``KX482``)."""
+
+
+def _code(rng: random.Random) -> str:
+    """A code of capital letters and digits (``B12``, ``KX482``)."""
+    letters = "".join(rng.choice("ABCDEFGHJKLMNPRSTUVWXZ") for _ in range(rng.randint(1, 3)))
+    return letters + str(rng.randint(1, 10 ** rng.randint(1, 4) - 1))
+
+
+def _sentence(rng: random.Random) -> tuple[str, list[str]]:
+    """A SENTENCE question: COMMON words with one or two values in them, in the order they appear."""
+    values = [_code(rng) if roll < CODE else str(_number(rng)) if roll < 0.6 else _word(rng)
+              for roll in (rng.random() for _ in range(rng.choice((1, 1, 2))))]
+    words = [rng.choice(COMMON) for _ in range(rng.randint(5, 12))]
+    for value, at in zip(values, sorted(rng.sample(range(1, len(words) + 1), len(values)), reverse=True)):
+        words[at:at] = [rng.choice(LEADS), value] if rng.random() < 0.5 else [value]
+    values = [w for w in words if w in values]
+    text = " ".join(words)
+    return text[0].upper() + text[1:] + rng.choice(("?", ".", "?", " please.")), values
 
 
 FILLERS = ("shop", "store", "office", "team", "house", "market", "school", "farm", "kitchen", "trip", "week",
@@ -341,7 +385,7 @@ def _observe(rng: random.Random, arguments: tuple[str, ...]) -> tuple[str, str |
         roll = rng.random()
         if roll >= 0.75:
             return (rng.choice(ERRORS) if roll < 0.9 else rng.choice(("ok", "done", "no result"))), None
-        value = str(_number(rng)) if roll < 0.5 else _word(rng)
+        value = str(_number(rng)) if roll < 0.5 else _code(rng) if rng.random() < CODE else _word(rng)
     return (_wrapped(rng, value) if rng.random() < WRAPPED else value), value
 
 
