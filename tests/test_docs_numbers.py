@@ -51,18 +51,22 @@ def test_render_keeps_the_digits_the_text_shows():
 
 def test_the_tool_agent_acceptance_table_is_the_committed_runs():
     """docs/agents.md's acceptance table (held-out reward before -> after) is what the committed agent sweeps hold:
-    constrained calls from acceptance-calls/, free calls (the same settings otherwise) from acceptance-calls-free/."""
+    version 9 from acceptance-v9/, version 8 constrained from acceptance-calls/ and fresh-before-v9/, version 8
+    free from acceptance-calls-free/ ("not run" where it has no row)."""
     import re
 
     sweeps = ROOT / "docs" / "results" / "agent-sweep"
-    runs = {name: {(r["env"], r["seed"]): f"{r['base_heldout']:.2f} -> {r['trained_heldout']:.2f}"
-                   for r in json.loads((sweeps / name / "runs.json").read_text())["rows"]}
-            for name in ("acceptance-calls", "acceptance-calls-free")}
+
+    def runs(*names):
+        return {(r["env"], r["seed"]): f"{r['base_heldout']:.2f} -> {r['trained_heldout']:.2f}"
+                for name in names for r in json.loads((sweeps / name / "runs.json").read_text())["rows"]}
+
+    columns = [runs("acceptance-v9"), runs("acceptance-calls", "fresh-before-v9"), runs("acceptance-calls-free")]
     text = (ROOT / "docs" / "agents.md").read_text()
-    table = text[text.index("| environment | constrained, seed 0 |"):]
+    table = text[text.index("| environment | version 9, seed 0 |"):]
     body = table.split("\n\n")[0].split("\n", 2)[2]                         # below the header and its rule
-    rows = re.findall(r"^\| (\w+)[^|]* \| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \|$", body, re.M)
-    assert len(rows) == len(runs["acceptance-calls"]) // 2 == 18
+    rows = re.findall(r"^\| (\w+)[^|]* \|" + r" ([^|]+) \|" * 6 + "$", body, re.M)
+    assert len(rows) == len(columns[0]) // 2 == 21
     for env, *cells in rows:
-        expected = [runs[name][env, seed] for name in ("acceptance-calls", "acceptance-calls-free") for seed in (0, 1)]
+        expected = [column.get((env, seed), "not run") for column in columns for seed in (0, 1)]
         assert [c.strip() for c in cells] == expected, env
