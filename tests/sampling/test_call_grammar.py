@@ -105,11 +105,12 @@ def test_constrained_episodes_are_scored_as_they_were_sampled_and_their_calls_ar
     assert (unconstrained - batch.logp_old)[policy_positions].abs().max() > 100 * gap   # the negative control
     for log in batch.info:
         seen = context_words(log.prompt)
-        for call, observation in zip(log.calls, log.observations):
-            if call:
+        for call, stop, observation in zip(log.calls, log.stops, log.observations):
+            if stop == "closing":       # (a call can also end at end-of-text, or be cut at the token cap)
                 assert well_formed(call, prompt_tools(log.prompt)), call
                 assert set(call.split()[2:-1]) <= seen, (call, seen)
             seen |= context_words(layout.shown(observation))
+    assert sum(stop == "closing" for log in batch.info for stop in log.stops) >= 12
 
 
 def test_free_calls_leave_the_batch_unconstrained(quick_agent):
