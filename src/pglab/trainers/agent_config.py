@@ -141,7 +141,8 @@ sweep with free calls chose them (docs/results/agent-sweep/defaults/report.md, d
 constrained calls (defaults-constrained/) its best mean held-out gain, 0.40 at 3e-3, beat 1e-3's 0.35 by less than
 two standard errors of the difference (about 0.06: each gain is a difference of two rewards over 64 held-out
 episodes, sd at most 0.5 each, averaged over 4 environments), so the incumbent stays; the format cost is moot
-under constrained calls (0 and 0.1 gave the same runs). The schedule, 60 steps, is twice the sweep's and fits 5
+under constrained calls (0 and 0.1 gave the same runs). On the version-9 agent (defaults-v9/) the same: 0.35 at 3e-3
+against 0.32 at 1e-3. The schedule, 60 steps, is twice the sweep's and fits 5
 minutes on 2 shared cores."""
 
 
