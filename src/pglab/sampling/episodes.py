@@ -243,7 +243,9 @@ def _allowed_mask(grammars: list[CallGrammar | None], texts: list[str], table: A
     mask = torch.ones((len(grammars), vocab), dtype=torch.bool)
     for k, (grammar, text) in enumerate(zip(grammars, texts)):
         ids = grammar.allowed(text) if grammar else ()
-        rows.append(table.index(ids) if ids else 0)     # nothing allowed: the text left the grammar (a capped call)
+        # nothing allowed: a context word the tokenizer spells only with partial UTF-8 pieces (which TokenTexts
+        # leaves out) cannot be finished; that position is sampled unconstrained
+        rows.append(table.index(ids) if ids else 0)
         if ids:
             mask[k] = False
             mask[k, list(ids)] = True
