@@ -42,7 +42,7 @@ class TokenBatch:
     logp_old and ref_logp [B, T] optional, aligned with ids; rollout_logp [B, T] optional: the sampler's
     log-probs of the tokens when the sampler is not the trained policy (stale parameters, another kernel), read by
     the mismatch corrections; allowed: each position's allowed ids when the sampler was constrained (scored
-renormalised over them); info: one entry per row (the collector's EpisodeLog).
+    renormalised over them); info: one entry per row (the collector's EpisodeLog).
     """
 
     ids: torch.Tensor

@@ -234,13 +234,12 @@ class _Call:
     stop: str | None = None
 
 
-def _allowed_mask(grammars: list[CallGrammar | None], texts: list[str], table: AllowedTable, vocab: int,
-                  rows: list[int]) -> torch.Tensor | None:
-    """[n, V] bool of the rows' allowed ids (None when no row is constrained); appends each row's table index."""
+def _allowed_mask(grammars: list[CallGrammar | None], texts: list[str], table: AllowedTable,
+                  vocab: int) -> tuple[torch.Tensor | None, list[int]]:
+    """([n, V] bool of the rows' allowed ids or None when no row is constrained, each row's AllowedTable row)."""
     if not any(grammars):
-        rows.extend([0] * len(grammars))
-        return None
-    mask = torch.ones((len(grammars), vocab), dtype=torch.bool)
+        return None, [0] * len(grammars)
+    mask, rows = torch.ones((len(grammars), vocab), dtype=torch.bool), []
     for k, (grammar, text) in enumerate(zip(grammars, texts)):
         ids = grammar.allowed(text) if grammar else ()
         # nothing allowed: a context word the tokenizer spells only with partial UTF-8 pieces (which TokenTexts
@@ -249,7 +248,7 @@ def _allowed_mask(grammars: list[CallGrammar | None], texts: list[str], table: A
         if ids:
             mask[k] = False
             mask[k, list(ids)] = True
-    return mask
+    return mask, rows
 
 
 def _sample_calls(prefixes: Prefixes, logits: torch.Tensor, layout: Layout, episodes: list[_Playing],
@@ -264,9 +263,8 @@ def _sample_calls(prefixes: Prefixes, logits: torch.Tensor, layout: Layout, epis
     writing = list(rows)
     while writing:
         grammars = [episodes[e].grammar for e in writing]
-        picked: list[int] = []
-        texts = [layout.call_text(calls[e].ids) if episodes[e].grammar else "" for e in writing]
-        allowed = _allowed_mask(grammars, texts, table, logits.shape[-1], picked)
+        texts = [layout.call_text(calls[e].ids) if grammar else "" for e, grammar in zip(writing, grammars)]
+        allowed, picked = _allowed_mask(grammars, texts, table, logits.shape[-1])
         tokens, token_logps = sample_tokens(logits.cpu(), generator, temperature, allowed)
         for e, t, lp, row in zip(writing, tokens, token_logps, picked):
             call = calls[e]
@@ -334,7 +332,7 @@ def collect_episodes(policy: TokenPolicy | torch.nn.Module, layout: Layout, envs
                                 "longer texts")
         grammar = layout.grammar(prompt) if hasattr(layout, "grammar") else None
         episodes.append(_Playing(list(ids), [PROMPT] * len(ids), [0.0] * len(ids), EpisodeLog(prompt),
-                                 [{"role": "user", "content": prompt}], [0] * len(ids), grammar or None))
+                                 [{"role": "user", "content": prompt}], [0] * len(ids), grammar))
     prefixes = policy.prefixes([e.ids for e in episodes])
     alive = list(range(len(episodes)))
     logits = prefixes.extend(alive, [e.ids for e in episodes])
