@@ -142,9 +142,7 @@ constrained calls (defaults-constrained/) its best mean held-out gain, 0.40 at 3
 two standard errors of the difference (about 0.06: each gain is a difference of two rewards over 64 held-out
 episodes, sd at most 0.5 each, averaged over 4 environments), so the incumbent stays; the format cost is moot
 under constrained calls (0 and 0.1 gave the same runs). On the version-9 agent (defaults-v9/) the same: 0.35 at 3e-3
-against 0.32 at 1e-3. The schedule, 60 steps, is twice the sweep's and fits 5
-minutes on 2 shared cores."""
-
+against 0.32 at 1e-3. The schedule, 60 steps, is twice the sweep's and fits 5 minutes on 2 shared cores."""
 
 QUICK = {"steps": 3, "episodes_per_step": 8, "eval_every": 3, "eval_per_task": 1}
 """``--quick``: a first look in seconds (and what CI runs)."""
