@@ -70,3 +70,36 @@ def test_the_tool_agent_acceptance_table_is_the_committed_runs():
     for env, *cells in rows:
         expected = [column.get((env, seed), "not run") for column in columns for seed in (0, 1)]
         assert [c.strip() for c in cells] == expected, env
+
+
+def test_the_tool_agent_acceptance_counts_in_the_text_are_the_committed_runs():
+    """The counts and means docs/agents.md states around its acceptance table, recomputed from the runs.json files:
+    runs meeting the goal (held-out reward up 0.3, or to 0.7 for parity, where a blind guess gets half), the mean
+    trained held-out reward, runs ending at 0.9 or more, and the defaults sweeps' mean gains of the two rates."""
+    sweeps = ROOT / "docs" / "results" / "agent-sweep"
+
+    def rows(*names):
+        return [r for name in names for r in json.loads((sweeps / name / "runs.json").read_text())["rows"]]
+
+    def met(runs):
+        return sum(r["trained_heldout"] >= 0.7 if r["env"] == "parity" else
+                   r["trained_heldout"] - r["base_heldout"] >= 0.3 for r in runs)
+
+    def gain(runs, rate):
+        picked = [r["heldout_gain"] for r in runs if r["learning_rate"] == rate and r["advantage"] == "reinforce"
+                  and r["format_penalty"] == 0.1]
+        return f"{sum(picked) / len(picked):.2f}"
+
+    v9, v8, free = rows("acceptance-v9"), rows("acceptance-calls", "fresh-before-v9"), rows("acceptance-calls-free")
+    mean = {name: f"{sum(r['trained_heldout'] for r in runs) / len(runs):.2f}" for name, runs in (("9", v9), ("8", v8))}
+    high = [sum(r["trained_heldout"] >= 0.9 for r in runs) for runs in (v9, v8)]
+    text = " ".join((ROOT / "docs" / "agents.md").read_text().split())
+    assert f"version 9 with constrained calls {met(v9)} of {len(v9)}**, version 8 with constrained calls " \
+           f"{met(v8)} of {len(v8)}, version 8 with free calls {met(free)} of the {len(free)} it ran" in text
+    assert f"mean held-out reward is {mean['9']} with version 9 and {mean['8']} with version 8, and {high[0]} runs " \
+           f"against {high[1]} end at 0.9 or more" in text
+    lr3 = rows("acceptance-calls-lr3e-3")
+    assert f"{met(lr3)} of {len(lr3)} runs meet the goal" in text
+    constrained, v9_sweep = rows("defaults-constrained"), rows("defaults-v9")
+    assert f"the best mean gain, {gain(constrained, 0.003)} at 3e-3, beats 1e-3's {gain(constrained, 0.001)}" in text
+    assert f"{gain(v9_sweep, 0.003)} at 3e-3, {gain(v9_sweep, 0.001)} at 1e-3" in text
