@@ -104,8 +104,9 @@ def reply_metrics(r: ScoredReplies, reward: Any, generations: int | None = None,
 
     ``kl_gap_se`` is the standard error of the mean of k1 - exact KL, the one to test k1 against the exact KL with:
     the two are correlated along a reply's path (the exact KL of a later position depends on the tokens sampled
-    before it), so the gap's spread is not that of k1 alone (measured on lm-kl's beta = 0.05 runs it is about 1.4
-    times larger). With ``generations`` it is taken over prompt means, as replies of one prompt may be correlated.
+    before it), so the gap's spread is not that of k1 alone (on lm-kl's beta = 0.05 runs about 1.4 times larger:
+    docs/results/lm-kl-k1-gap/). With ``generations`` it is taken over prompt means, as replies of one prompt may
+    be correlated.
     """
     n = len(r.texts)
     tokens = r.mask.sum().double()
