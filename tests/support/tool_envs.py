@@ -10,9 +10,12 @@ inside a sentence), ``area`` (a four-digit product inside a sentence), ``gate`` 
 listed one per line), ``road`` (two word arguments in either order, then a number), ``seats`` (a weekday),
 ``price`` (two numbers of a sentence, multiplied), ``translate`` (a word and a language), ``exchange`` (an amount
 and a currency), ``birthday`` (an answer of two arguments), ``letters`` (a word's length), ``hotel`` (three tools:
-a rate, a product, the answer), ``postcode`` (a five-digit code inside a sentence) and ``colour`` (a fruit's
-colour) are held out of the defaults sweep. Each factory takes no argument: ``--env support.tool_envs:calculator``
-from tests/.
+a rate, a product, the answer), ``postcode`` (a five-digit code inside a sentence), ``colour`` (a fruit's
+colour), ``library`` (a shelf number inside a sentence), ``flight`` (a code of letters and digits, an answer tool
+not named like one), ``age`` (three tools, a subtraction of a prompt's number and an observation's), ``stove`` (a
+literal on/off answer after a lookup), ``recipe`` (three tools, flour for several cakes) and ``plural`` (irregular
+plurals, word arguments) are held out of the defaults sweep. Each factory takes no argument:
+``--env support.tool_envs:calculator`` from tests/.
 """
 
 from __future__ import annotations
@@ -633,12 +636,180 @@ def colour() -> Colour:
     return Colour()
 
 
+SHELVES = ("dune", "emma", "ulysses", "beloved", "hamlet", "rebecca", "walden", "dracula")
+
+
+class Library:
+    """Which shelf a book stands on: <call> shelf TITLE </call> answers a sentence, <call> answer SHELF </call>."""
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.shelf = {title: str(rng.randint(1, 60)) for title in SHELVES}
+        self.title, self.turns = rng.choice(SHELVES), 0
+        return (f"Hi! I am looking for the book {self.title} in the library. On which shelf can I find it? "
+                "Search with <call> shelf TITLE </call> and tell me with <call> answer SHELF </call>.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "shelf" and len(call[1]) == 1:
+            where = self.shelf.get(call[1][0])
+            return (f"{call[1][0]} stands on shelf {where} today" if where else "no such book"), 0.0, last, {}
+        if call and call[0] == "answer" and len(call[1]) == 1:
+            return "found it", float(call[1][0] == self.shelf[self.title]), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def library() -> Library:
+    return Library()
+
+
+class Flight:
+    """A flight's gate: <call> status FLIGHT </call> with a code of letters and digits, <call> gate GATE </call>."""
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.flights = {f"{rng.choice(('KL', 'BA', 'LH', 'AF'))}{rng.randint(100, 999)}": f"{rng.choice('ABCD')}"
+                        f"{rng.randint(1, 40)}" for _ in range(4)}
+        self.flight, self.turns = rng.choice(sorted(self.flights)), 0
+        return (f"My flight {self.flight} leaves soon and I forgot the gate. Tools: <call> status FLIGHT </call> "
+                "shows a flight's status; <call> gate GATE </call> tells me where to go.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "status" and len(call[1]) == 1:
+            gate = self.flights.get(call[1][0])
+            return (f"{call[1][0]} boards at gate {gate}, on time" if gate else "unknown flight"), 0.0, last, {}
+        if call and call[0] == "gate" and len(call[1]) == 1:
+            return "thank you", float(call[1][0] == self.flights[self.flight]), True, {}
+        return "error", 0.0, last, {}
+
+
+def flight() -> Flight:
+    return Flight()
+
+
+class Age:
+    """A person's age this year: <call> born PERSON </call> gives the birth year, <call> minus A B </call> subtracts,
+    <call> answer YEARS </call> ends (three tools, a number of the prompt and one of an observation)."""
+
+    PEOPLE = ("grandpa", "grandma", "uncle", "aunt", "cousin", "neighbour")
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.born = {p: rng.randint(1930, 2010) for p in self.PEOPLE}
+        self.person, self.year, self.turns = rng.choice(self.PEOPLE), rng.randint(2024, 2030), 0
+        return (f"It is the year {self.year}. How old does my {self.person} turn this year? Tools: "
+                "<call> born PERSON </call> (the year of birth), <call> minus A B </call> (A minus B) and "
+                "<call> answer YEARS </call>.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 5
+        if call and call[0] == "born" and len(call[1]) == 1 and call[1][0] in self.born:
+            return f"born in {self.born[call[1][0]]}", 0.0, last, {}
+        if call and call[0] == "minus" and len(call[1]) == 2 and all(a.lstrip("-").isdigit() for a in call[1]):
+            return str(int(call[1][0]) - int(call[1][1])), 0.0, last, {}
+        if call and call[0] == "answer" and len(call[1]) == 1:
+            return "ok", float(call[1][0] == str(self.year - self.born[self.person])), True, {}
+        return "error: no such call", 0.0, last, {}
+
+
+def age() -> Age:
+    return Age()
+
+
+DEVICES = ("stove", "heater", "lamp", "radio", "oven", "fan")
+
+
+class Stove:
+    """Is a device on? <call> sensor DEVICE </call> reports it; the answer is a literal option,
+    <call> answer on </call> or <call> answer off </call> (a blind guess gets half)."""
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.on = {device: rng.random() < 0.5 for device in DEVICES}
+        self.device, self.turns = rng.choice(DEVICES), 0
+        return (f"I left home in a hurry. Is the {self.device} still on? Check with <call> sensor DEVICE </call>, "
+                "then say <call> answer on </call> or <call> answer off </call>.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "sensor" and len(call[1]) == 1 and call[1][0] in self.on:
+            return f"the {call[1][0]} is {'on' if self.on[call[1][0]] else 'off'}", 0.0, last, {}
+        if call and call[0] == "answer" and len(call[1]) == 1:
+            return "ok", float(call[1][0] == ("on" if self.on[self.device] else "off")), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def stove() -> Stove:
+    return Stove()
+
+
+class Recipe:
+    """Flour for several cakes: <call> grams CAKE </call> gives the grams for one, <call> times A B </call>
+    multiplies, <call> answer GRAMS </call> ends."""
+
+    CAKES = ("sponge", "carrot", "lemon", "apple", "marble", "honey")
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.grams = {cake: rng.choice(range(150, 500, 10)) for cake in self.CAKES}
+        self.cake, self.count, self.turns = rng.choice(self.CAKES), rng.randint(2, 6), 0
+        return (f"I am baking {self.count} {self.cake} cakes for the school fair. How much flour do I need? "
+                "Use <call> grams CAKE </call> for the flour of one cake, <call> times A B </call> to multiply and "
+                "<call> answer GRAMS </call>.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 5
+        if call and call[0] == "grams" and len(call[1]) == 1 and call[1][0] in self.grams:
+            return f"one {call[1][0]} cake takes {self.grams[call[1][0]]} grams of flour", 0.0, last, {}
+        if call and call[0] == "times" and len(call[1]) == 2 and all(a.isdigit() for a in call[1]):
+            return str(int(call[1][0]) * int(call[1][1])), 0.0, last, {}
+        if call and call[0] == "answer" and len(call[1]) == 1:
+            return "thanks", float(call[1][0] == str(self.grams[self.cake] * self.count)), True, {}
+        return "error", 0.0, last, {}
+
+
+def recipe() -> Recipe:
+    return Recipe()
+
+
+class Plural:
+    """A word's plural: <call> plural WORD </call> answers it, <call> reply WORD </call> ends (word arguments)."""
+
+    PLURALS = {"mouse": "mice", "goose": "geese", "child": "children", "tooth": "teeth", "foot": "feet",
+               "person": "people", "cactus": "cacti", "wolf": "wolves"}
+
+    def reset(self, seed: int) -> str:
+        self.word, self.turns = random.Random(seed).choice(sorted(self.PLURALS)), 0
+        return (f"English homework: what is the plural of {self.word}? Tools: <call> plural WORD </call> and "
+                "<call> reply WORD </call>.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "plural" and len(call[1]) == 1:
+            return self.PLURALS.get(call[1][0], "not in my dictionary"), 0.0, last, {}
+        if call and call[0] == "reply" and len(call[1]) == 1:
+            return "noted", float(call[1][0] == self.PLURALS[self.word]), True, {}
+        return "error", 0.0, last, {}
+
+
+def plural() -> Plural:
+    return Plural()
+
+
 ENVS = {"calculator": calculator, "word": word, "lookup": lookup, "parity": parity}
 """The sweep's environments by name."""
 HELD_OUT_ENVS = {"multiplier": multiplier, "capital": capital, "convert": convert, "stock": stock,
                  "weather": weather, "area": area, "gate": gate, "road": road,
                  "seats": seats, "price": price, "translate": translate, "exchange": exchange,
-                 "birthday": birthday, "letters": letters, "hotel": hotel, "postcode": postcode, "colour": colour}
+                 "birthday": birthday, "letters": letters, "hotel": hotel, "postcode": postcode, "colour": colour,
+                 "library": library, "flight": flight, "age": age, "stove": stove, "recipe": recipe, "plural": plural}
 """Environments the defaults were not chosen on (only the acceptance runs use them). The tool-use corpus was changed
 after the capital (version 6: questions that name a tool), the convert (version 7: tools of a number and a word,
 invented descriptions) and the convert and stock (version 8) failed; ``weather`` and ``area`` were written before
@@ -648,4 +819,6 @@ all environments); ``seats``, ``price`` and ``translate`` were written after the
 calls and before any change that measurement suggested, and before any run of them; ``exchange``, ``birthday`` and
 ``letters`` were written after every measurement of constrained calls with the version-8 agent and before any
 change of the corpus they suggested, and before any run of them; ``hotel``, ``postcode`` and ``colour`` before the
-corpus's version 9 was written, and before any run of them."""
+corpus's version 9 was written, and before any run of them; ``library``, ``flight``, ``age``, ``stove``, ``recipe``
+and ``plural`` after every measurement of version 9 and before the change it suggested (usage placeholders are not
+arguments), and before any run of them."""
