@@ -11,7 +11,15 @@ import torch
 from pglab.envs.tooluse import prompt_tools, well_formed
 from pglab.models.hf import load_causal_lm
 from pglab.models.policy import HFPolicy
-from pglab.sampling.call_grammar import CLOSE, OPEN, CallGrammar, TokenTexts, context_words, tool_arities
+from pglab.sampling.call_grammar import (
+    CLOSE,
+    OPEN,
+    CallGrammar,
+    TokenTexts,
+    argument_words,
+    context_words,
+    tool_arities,
+)
 from pglab.sampling.episodes import collect_episodes
 from pglab.sampling.scoring import sequence_log_probs
 from pglab.sampling.text_episodes import TextLayout
@@ -29,6 +37,14 @@ def test_tool_arities_read_the_usages_with_brackets_optional_and_a_bare_name_ope
 
 def test_context_words_strip_punctuation_keep_a_minus_and_drop_tags():
     assert context_words('Is it -3, (or "oslo")? <call> a </call> x.') == {"Is", "it", "-3", "or", "oslo", "a", "x"}
+
+
+def test_argument_words_drop_a_usages_argument_names_and_keep_its_literal_options():
+    assert argument_words(PROMPT) == {"Is", "12", "-3", "more", "than", "x", "Use", "or", "end", "with"}
+    choice = "Is 42 even? Reply <call> answer yes </call> or <call> answer no </call>."
+    assert argument_words(choice) == {"Is", "42", "even", "Reply", "or", "yes", "no"}
+    assert argument_words("Say <call> say COLOUR </call> the COLOUR of a kiwi") >= {"COLOUR", "kiwi"}
+    assert argument_words("error: try <call> seats DAY </call>") == {"error", "try"}
 
 
 class CharTokenizer:
@@ -67,7 +83,7 @@ def test_allowed_ids_are_exactly_those_that_keep_the_text_a_prefix_of_a_valid_ca
     assert grammar.allowed("<call> sub") == () and grammar.allowed("<call>  add") == ()
 
 
-def test_a_walk_through_allowed_ids_always_writes_a_well_formed_call_of_context_words():
+def test_a_walk_through_allowed_ids_always_writes_a_well_formed_call_of_argument_words():
     tokenizer = CharTokenizer()
     grammar = CallGrammar(PROMPT, TokenTexts.of(tokenizer))
     rng = random.Random(1)
@@ -79,7 +95,7 @@ def test_a_walk_through_allowed_ids_always_writes_a_well_formed_call_of_context_
         assert well_formed(text, prompt_tools(PROMPT))
         tool, *args = text.split()[1:-1]
         low, high = grammar.arities[tool]
-        assert low <= len(args) <= high and set(args) <= context_words(PROMPT), text
+        assert low <= len(args) <= high and set(args) <= argument_words(PROMPT), text
 
 
 @pytest.fixture(scope="module")
@@ -104,12 +120,12 @@ def test_constrained_episodes_are_scored_as_they_were_sampled_and_their_calls_ar
     unconstrained = sequence_log_probs(HFPolicy(model, pad_id=layout.pad_id), dataclasses.replace(batch, allowed=None))
     assert (unconstrained - batch.logp_old)[policy_positions].abs().max() > 100 * gap   # the negative control
     for log in batch.info:
-        seen = context_words(log.prompt)
+        seen = argument_words(log.prompt)
         for call, stop, observation in zip(log.calls, log.stops, log.observations):
             if stop == "closing":       # (a call can also end at end-of-text, or be cut at the token cap)
                 assert well_formed(call, prompt_tools(log.prompt)), call
                 assert set(call.split()[2:-1]) <= seen, (call, seen)
-            seen |= context_words(layout.shown(observation))
+            seen |= argument_words(layout.shown(observation))
     assert sum(stop == "closing" for log in batch.info for stop in log.stops) >= 12
 
 

@@ -4,7 +4,10 @@ With ``--calls constrained`` a turn of the tool-use agent is either end-of-text 
 ``<call> TOOL ARG ... </call>`` in which TOOL is a tool the prompt names in that syntax, the number of
 arguments is one its usages show (``[name]`` marks an optional one, as the TRL adapter writes it), and each
 argument is a whole word of what the agent has seen: the prompt and the observations so far (words are split at
-whitespace and stripped of surrounding punctuation; ``-3`` stays a number). The policy is the model's
+whitespace and stripped of surrounding punctuation; ``-3`` stays a number). A usage's argument names
+(``VALUE`` and ``UNIT`` in ``<call> convert VALUE UNIT </call>``) are not values: a word written only inside usages
+is no argument, unless it is a literal option, one of the different words that one tool's usages show at one place
+(``<call> answer yes </call>`` or ``<call> answer no </call>``). The policy is the model's
 distribution renormalised over the allowed tokens, ``pi_c(t | s) = pi(t | s) 1[t in A(s)] / pi(A(s) | s)``,
 and that is what is sampled and what the update scores (``TokenBatch.allowed`` carries each position's set).
 
@@ -35,6 +38,17 @@ def context_words(text: str) -> set[str]:
     """The words of ``text`` an argument may copy: whitespace-split, surrounding punctuation stripped, no tag."""
     words = (word.strip(PUNCTUATION) for word in text.split())
     return {word for word in words if word and "<" not in word and ">" not in word}
+
+
+def argument_words(text: str) -> set[str]:
+    """The words of ``text`` an argument may copy: its :func:`context_words` outside usages, and the literal options
+    of its usages (the words that one tool's usages show at one argument place, when they show two or more)."""
+    shown: dict[tuple[str, int], set[str]] = {}
+    for name, rest in _USAGE.findall(text):
+        for place, word in enumerate(rest.split()):
+            shown.setdefault((name, place), set()).update(context_words(word))
+    options = {word for words in shown.values() if len(words) > 1 for word in words}
+    return context_words(_USAGE.sub(" ", text)) | options
 
 
 def tool_arities(prompt: str) -> dict[str, tuple[int, int]]:
@@ -76,15 +90,15 @@ class CallGrammar:
 
     def __init__(self, prompt: str, texts: TokenTexts):
         self.arities, self.texts = tool_arities(prompt), texts
-        self.words = context_words(prompt)
+        self.words = argument_words(prompt)
         self._cache: dict[str, tuple[int, ...]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.arities)
 
     def observe(self, observation: str) -> None:
-        """The agent has seen ``observation``: its words become arguments too."""
-        new = context_words(observation) - self.words
+        """The agent has seen ``observation``: its :func:`argument_words` become arguments too."""
+        new = argument_words(observation) - self.words
         if new:
             self.words |= new
             self._cache.clear()
