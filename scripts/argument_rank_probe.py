@@ -3,8 +3,10 @@
 Constrained calls (pglab.sampling.call_grammar) leave the agent one choice per argument: a word of the context. For
 each environment, on its 8 held-out tasks (the seeds train-agent measures), this scores every context word as the
 first argument of the right tool, teacher-forced under the grammar (the product of the renormalised probabilities
-of the word's pieces), and prints the right word's rank among them, its probability, and the agent's top three. A
-right word ranked low with a probability near 0 is one the reinforcement does not find by sampling.
+of the word's pieces), and prints the right word's rank among them, its probability, and the agent's top three; and
+the probability that the first call names the right tool at all, with the tool the agent prefers. A right word
+ranked low with a probability near 0, or a right tool the agent seldom opens with, is one the reinforcement does not
+find by sampling.
 
 Run: ``python scripts/argument_rank_probe.py [ENV ...]`` (default: every environment below), with the embedded
 tool-use agent. Output kept in docs/results/tool-agent/argument-rank.txt.
@@ -20,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import support.tool_envs as envs  # noqa: E402
 from pglab.models.hf import load_causal_lm  # noqa: E402
+from pglab.sampling.call_grammar import OPEN  # noqa: E402
 from pglab.sampling.text_episodes import TextLayout  # noqa: E402
 from pglab.trainers.hf_agent import USER_HELDOUT_SEEDS, agent_dir, ensure_agent  # noqa: E402
 
@@ -30,7 +33,11 @@ FIRST = {
     "gate": ("gate", lambda e: e.flight), "road": ("distance", lambda e: e.pair[0]),
     "seats": ("seats", lambda e: e.day), "translate": ("translate", lambda e: e.key[0]),
     "exchange": ("exchange", lambda e: str(e.amount)), "birthday": ("birthday", lambda e: e.person),
-    "letters": ("count", lambda e: e.word),
+    "letters": ("count", lambda e: e.word), "hotel": ("rate", lambda e: e.hotel),
+    "postcode": ("postcode", lambda e: e.town), "colour": ("colour", lambda e: e.fruit),
+    "library": ("shelf", lambda e: e.title), "flight": ("status", lambda e: e.flight),
+    "age": ("born", lambda e: e.person), "stove": ("sensor", lambda e: e.device),
+    "recipe": ("grams", lambda e: e.cake), "plural": ("plural", lambda e: e.word),
 }
 """Each environment's right tool and its right first argument after reset."""
 
@@ -60,7 +67,7 @@ def main(names: list[str]) -> None:
           "probability, the top three")
     for name in names:
         tool, right = FIRST[name]
-        cells = []
+        cells, tool_p = [], []
         for seed in USER_HELDOUT_SEEDS:
             env = getattr(envs, name)()
             prompt = env.reset(seed)
@@ -69,10 +76,14 @@ def main(names: list[str]) -> None:
             head = layout.prompt_ids(prompt) + layout.encode(text)
             scores = {w: word_logp(model, layout, grammar, head, text, w) for w in sorted(grammar.words)}
             order = sorted(scores, key=lambda w: -scores[w])
+            opening = layout.prompt_ids(prompt) + layout.encode(OPEN)
+            tools = {t: word_logp(model, layout, grammar, opening, OPEN, t) for t in grammar.arities}
+            tool_p.append(math.exp(tools[tool]))
             cells.append(f"{order.index(right(env)) + 1}/{len(order)} p={math.exp(scores[right(env)]):.3f} "
-                         f"top {','.join(order[:3])}")
+                         f"top {','.join(order[:3])}; tool p={tool_p[-1]:.3f} top {max(tools, key=tools.get)}")
         ranks = [int(c.split("/")[0]) for c in cells]
-        print(f"\n{name}: median rank {sorted(ranks)[len(ranks) // 2]}")
+        print(f"\n{name}: median rank {sorted(ranks)[len(ranks) // 2]}, first call names {tool} with mean p "
+              f"{sum(tool_p) / len(tool_p):.3f}")
         for c in cells:
             print("   ", c)
 

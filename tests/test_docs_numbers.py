@@ -49,24 +49,32 @@ def test_render_keeps_the_digits_the_text_shows():
     assert missing == ["x:e"]
 
 
+BLIND_HALF = ("parity", "stove")
+"""The acceptance environments where a blind guess gets half (the goal there: held-out reward 0.7)."""
+
+
+def _agent_rows(*names: str) -> list[dict]:
+    sweeps = ROOT / "docs" / "results" / "agent-sweep"
+    return [r for name in names for r in json.loads((sweeps / name / "runs.json").read_text())["rows"]]
+
+
 def test_the_tool_agent_acceptance_table_is_the_committed_runs():
     """docs/agents.md's acceptance table (held-out reward before -> after) is what the committed agent sweeps hold:
-    version 9 from acceptance-v9/, version 8 constrained from acceptance-calls/ and fresh-before-v9/, version 8
-    free from acceptance-calls-free/ ("not run" where it has no row)."""
+    the argument-name rule from acceptance-names/, version 9 before it from acceptance-v9/ and fresh-before-names/,
+    version 8 constrained from acceptance-calls/ and fresh-before-v9/ ("not run" where it has no row)."""
     import re
-
-    sweeps = ROOT / "docs" / "results" / "agent-sweep"
 
     def runs(*names):
         return {(r["env"], r["seed"]): f"{r['base_heldout']:.2f} -> {r['trained_heldout']:.2f}"
-                for name in names for r in json.loads((sweeps / name / "runs.json").read_text())["rows"]}
+                for r in _agent_rows(*names)}
 
-    columns = [runs("acceptance-v9"), runs("acceptance-calls", "fresh-before-v9"), runs("acceptance-calls-free")]
+    columns = [runs("acceptance-names"), runs("acceptance-v9", "fresh-before-names"),
+               runs("acceptance-calls", "fresh-before-v9")]
     text = (ROOT / "docs" / "agents.md").read_text()
-    table = text[text.index("| environment | version 9, seed 0 |"):]
+    table = text[text.index("| environment | names rule, seed 0 |"):]
     body = table.split("\n\n")[0].split("\n", 2)[2]                         # below the header and its rule
     rows = re.findall(r"^\| (\w+)[^|]* \|" + r" ([^|]+) \|" * 6 + "$", body, re.M)
-    assert len(rows) == len(columns[0]) // 2 == 21
+    assert len(rows) == len(columns[0]) // 2 == len(columns[1]) // 2 == 27
     for env, *cells in rows:
         expected = [column.get((env, seed), "not run") for column in columns for seed in (0, 1)]
         assert [c.strip() for c in cells] == expected, env
@@ -74,15 +82,13 @@ def test_the_tool_agent_acceptance_table_is_the_committed_runs():
 
 def test_the_tool_agent_acceptance_counts_in_the_text_are_the_committed_runs():
     """The counts and means docs/agents.md states around its acceptance table, recomputed from the runs.json files:
-    runs meeting the goal (held-out reward up 0.3, or to 0.7 for parity, where a blind guess gets half), the mean
-    trained held-out reward, runs ending at 0.9 or more, and the defaults sweeps' mean gains of the two rates."""
-    sweeps = ROOT / "docs" / "results" / "agent-sweep"
-
-    def rows(*names):
-        return [r for name in names for r in json.loads((sweeps / name / "runs.json").read_text())["rows"]]
+    runs meeting the goal (held-out reward up 0.3, or to 0.7 where a blind guess gets half), the mean trained
+    held-out reward, runs ending at 0.9 or more, the fresh environments' share, and the defaults sweeps' mean gains
+    of the two rates."""
+    from support.tool_envs import HELD_OUT_ENVS
 
     def met(runs):
-        return sum(r["trained_heldout"] >= 0.7 if r["env"] == "parity" else
+        return sum(r["trained_heldout"] >= 0.7 if r["env"] in BLIND_HALF else
                    r["trained_heldout"] - r["base_heldout"] >= 0.3 for r in runs)
 
     def gain(runs, rate):
@@ -90,16 +96,27 @@ def test_the_tool_agent_acceptance_counts_in_the_text_are_the_committed_runs():
                   and r["format_penalty"] == 0.1]
         return f"{sum(picked) / len(picked):.2f}"
 
-    v9, v8, free = rows("acceptance-v9"), rows("acceptance-calls", "fresh-before-v9"), rows("acceptance-calls-free")
-    mean = {name: f"{sum(r['trained_heldout'] for r in runs) / len(runs):.2f}" for name, runs in (("9", v9), ("8", v8))}
-    high = [sum(r["trained_heldout"] >= 0.9 for r in runs) for runs in (v9, v8)]
+    def mean(runs):
+        return f"{sum(r['trained_heldout'] for r in runs) / len(runs):.2f}"
+
+    names, v9 = _agent_rows("acceptance-names"), _agent_rows("acceptance-v9", "fresh-before-names")
+    v8, free = _agent_rows("acceptance-calls", "fresh-before-v9"), _agent_rows("acceptance-calls-free")
+    fresh = list(HELD_OUT_ENVS)[-6:]
+    first = [r for r in v9 if r["env"] not in fresh]
     text = " ".join((ROOT / "docs" / "agents.md").read_text().split())
-    assert f"version 9 with constrained calls {met(v9)} of {len(v9)}**, version 8 with constrained calls " \
-           f"{met(v8)} of {len(v8)}, version 8 with free calls {met(free)} of the {len(free)} it ran" in text
-    assert f"mean held-out reward is {mean['9']} with version 9 and {mean['8']} with version 8, and {high[0]} runs " \
-           f"against {high[1]} end at 0.9 or more" in text
-    lr3 = rows("acceptance-calls-lr3e-3")
+    assert f"**with the argument-name rule {met(names)} of {len(names)}**, version 9 before it {met(v9)} of " \
+           f"{len(v9)}, version 8 with constrained calls {met(v8)} of {len(v8)}, and version 8 with free calls " \
+           f"{met(free)} of the {len(free)} it ran" in text
+    high = [sum(r["trained_heldout"] >= 0.9 for r in runs) for runs in (first, v8)]
+    assert f"Over the {len(first)} runs of the first 21 environments the trained agent's mean held-out reward is " \
+           f"{mean(first)} with version 9 and {mean(v8)} with version 8, and {high[0]} runs against {high[1]} end at " \
+           f"0.9 or more; over all {len(names)} it is {mean(names)} with the rule and {mean(v9)} before it" in text
+    fresh_names = [r for r in names if r["env"] in fresh]
+    fresh_v9 = [r for r in v9 if r["env"] in fresh]
+    assert f"{met(fresh_names)} of {len(fresh_names)} runs meet the goal with the rule ({met(fresh_v9)} of " \
+           f"{len(fresh_v9)} before it), and their mean trained held-out reward is {mean(fresh_names)}" in text
+    lr3 = _agent_rows("acceptance-calls-lr3e-3")
     assert f"{met(lr3)} of {len(lr3)} runs meet the goal" in text
-    constrained, v9_sweep = rows("defaults-constrained"), rows("defaults-v9")
+    constrained, v9_sweep = _agent_rows("defaults-constrained"), _agent_rows("defaults-v9")
     assert f"the best mean gain, {gain(constrained, 0.003)} at 3e-3, beats 1e-3's {gain(constrained, 0.001)}" in text
     assert f"{gain(v9_sweep, 0.003)} at 3e-3, {gain(v9_sweep, 0.001)} at 1e-3" in text
