@@ -14,7 +14,10 @@ a rate, a product, the answer), ``postcode`` (a five-digit code inside a sentenc
 colour), ``library`` (a shelf number inside a sentence), ``flight`` (a code of letters and digits, an answer tool
 not named like one), ``age`` (three tools, a subtraction of a prompt's number and an observation's), ``stove`` (a
 literal on/off answer after a lookup), ``recipe`` (three tools, flour for several cakes) and ``plural`` (irregular
-plurals, word arguments) are held out of the defaults sweep. Each factory takes no argument:
+plurals, word arguments), ``bus`` (a time, an answer tool called ``tell``), ``spell`` (a number in words, an
+answer tool called ``write``), ``warehouse`` (a word and a number), ``password`` (a code in a sentence, an answer
+tool called ``send``) and ``dose`` (a word and a number, milligrams in a sentence) are held out of the defaults
+sweep. Each factory takes no argument:
 ``--env support.tool_envs:calculator`` from tests/.
 """
 
@@ -803,13 +806,145 @@ def plural() -> Plural:
     return Plural()
 
 
+class Bus:
+    """When a bus line leaves: <call> timetable LINE </call> answers a sentence, <call> tell TIME </call> ends."""
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.times = {str(line): f"{rng.randint(6, 22)}:{rng.choice(('05', '15', '20', '35', '50'))}"
+                      for line in rng.sample(range(1, 99), 5)}
+        self.line, self.turns = rng.choice(sorted(self.times)), 0
+        return (f"When does the next number {self.line} bus leave from the central station? You can use "
+                "<call> timetable LINE </call> and <call> tell TIME </call>.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "timetable" and len(call[1]) == 1:
+            time = self.times.get(call[1][0])
+            return (f"line {call[1][0]} leaves at {time}" if time else "no such line"), 0.0, last, {}
+        if call and call[0] == "tell" and len(call[1]) == 1:
+            return "thanks", float(call[1][0] == self.times[self.line]), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def bus() -> Bus:
+    return Bus()
+
+
+NUMBER_WORDS = {"11": "eleven", "12": "twelve", "13": "thirteen", "14": "fourteen", "15": "fifteen",
+                "16": "sixteen", "17": "seventeen", "18": "eighteen", "19": "nineteen", "20": "twenty"}
+
+
+class Spell:
+    """A number in words: <call> words NUMBER </call>, then <call> write WORD </call>."""
+
+    def reset(self, seed: int) -> str:
+        self.number, self.turns = random.Random(seed).choice(sorted(NUMBER_WORDS)), 0
+        return (f"For a cheque I must write {self.number} in letters. How is it spelled? "
+                "<call> words NUMBER </call> spells a number; <call> write WORD </call> writes it on the cheque.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "words" and len(call[1]) == 1:
+            return NUMBER_WORDS.get(call[1][0], "not a number I know"), 0.0, last, {}
+        if call and call[0] == "write" and len(call[1]) == 1:
+            return "written", float(call[1][0] == NUMBER_WORDS[self.number]), True, {}
+        return "error", 0.0, last, {}
+
+
+def spell() -> Spell:
+    return Spell()
+
+
+class Warehouse:
+    """Boxes of an item in an aisle: <call> count ITEM AISLE </call> (a word and a number), <call> answer N </call>."""
+
+    GOODS = ("screws", "nails", "bolts", "hinges", "washers", "rivets")
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.boxes = {(item, str(aisle)): rng.randint(0, 80) for item in self.GOODS for aisle in range(1, 13)}
+        self.item, self.aisle, self.turns = rng.choice(self.GOODS), str(rng.randint(1, 12)), 0
+        return (f"How many boxes of {self.item} are left in aisle {self.aisle}? Use <call> count ITEM AISLE </call> "
+                "and answer with <call> answer N </call>.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "count" and len(call[1]) == 2 and tuple(call[1]) in self.boxes:
+            return f"{self.boxes[tuple(call[1])]} boxes", 0.0, last, {}
+        if call and call[0] == "answer" and len(call[1]) == 1:
+            return "ok", float(call[1][0] == str(self.boxes[(self.item, self.aisle)])), True, {}
+        return "error: no such shelf", 0.0, last, {}
+
+
+def warehouse() -> Warehouse:
+    return Warehouse()
+
+
+class Password:
+    """A new login code: <call> reset USER </call> answers a sentence with the code, <call> send CODE </call> ends."""
+
+    USERS = ("jdoe", "msmith", "akhan", "lchen", "pgarcia", "tnguyen")
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.codes = {user: str(rng.randint(1000, 9999)) for user in self.USERS}
+        self.user, self.turns = rng.choice(self.USERS), 0
+        return (f"The user {self.user} is locked out. Give them a new login code. Tools: <call> reset USER </call> "
+                "makes a code, <call> send CODE </call> sends it to the user.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "reset" and len(call[1]) == 1:
+            code = self.codes.get(call[1][0])
+            return (f"new code for {call[1][0]}: {code}" if code else "unknown user"), 0.0, last, {}
+        if call and call[0] == "send" and len(call[1]) == 1:
+            return "sent", float(call[1][0] == self.codes[self.user]), True, {}
+        return "error", 0.0, last, {}
+
+
+def password() -> Password:
+    return Password()
+
+
+class Dose:
+    """A child's dose: <call> dose MEDICINE KILOS </call> (a word and a number) answers milligrams in a sentence,
+    <call> answer MG </call> ends."""
+
+    PER_KILO = {"ibuprofen": 10, "paracetamol": 15, "amoxicillin": 25}
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.medicine, self.kilos, self.turns = rng.choice(sorted(self.PER_KILO)), str(rng.randint(6, 40)), 0
+        return (f"My son weighs {self.kilos} kilos. How many mg of {self.medicine} can he take? "
+                "Check <call> dose MEDICINE KILOS </call>, then <call> answer MG </call>.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "dose" and len(call[1]) == 2 and call[1][0] in self.PER_KILO and call[1][1].isdigit():
+            return f"give {self.PER_KILO[call[1][0]] * int(call[1][1])} mg at most", 0.0, last, {}
+        if call and call[0] == "answer" and len(call[1]) == 1:
+            return "noted", float(call[1][0] == str(self.PER_KILO[self.medicine] * int(self.kilos))), True, {}
+        return "error", 0.0, last, {}
+
+
+def dose() -> Dose:
+    return Dose()
+
+
 ENVS = {"calculator": calculator, "word": word, "lookup": lookup, "parity": parity}
 """The sweep's environments by name."""
 HELD_OUT_ENVS = {"multiplier": multiplier, "capital": capital, "convert": convert, "stock": stock,
                  "weather": weather, "area": area, "gate": gate, "road": road,
                  "seats": seats, "price": price, "translate": translate, "exchange": exchange,
                  "birthday": birthday, "letters": letters, "hotel": hotel, "postcode": postcode, "colour": colour,
-                 "library": library, "flight": flight, "age": age, "stove": stove, "recipe": recipe, "plural": plural}
+                 "library": library, "flight": flight, "age": age, "stove": stove, "recipe": recipe, "plural": plural,
+                 "bus": bus, "spell": spell, "warehouse": warehouse, "password": password, "dose": dose}
 """Environments the defaults were not chosen on (only the acceptance runs use them). The tool-use corpus was changed
 after the capital (version 6: questions that name a tool), the convert (version 7: tools of a number and a word,
 invented descriptions) and the convert and stock (version 8) failed; ``weather`` and ``area`` were written before
@@ -821,4 +956,6 @@ calls and before any change that measurement suggested, and before any run of th
 change of the corpus they suggested, and before any run of them; ``hotel``, ``postcode`` and ``colour`` before the
 corpus's version 9 was written, and before any run of them; ``library``, ``flight``, ``age``, ``stove``, ``recipe``
 and ``plural`` after every measurement of version 9 and before the change it suggested (usage placeholders are not
-arguments), and before any run of them."""
+arguments), and before any run of them; ``bus``, ``spell``, ``warehouse``, ``password`` and ``dose`` after every
+measurement of that change and before the corpus change it suggested (answer tools of any name), and before any run
+of them."""
