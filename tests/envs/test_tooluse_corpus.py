@@ -3,7 +3,7 @@ calls take the fitting values in order, and invented words are not only syllable
 
 import re
 
-from pglab.envs.tooluse import IN_ORDER, NUMBER_SLOTS, corpus
+from pglab.envs.tooluse import NUMBER_SLOTS, corpus
 
 
 def arguments(call: str) -> list[str]:
@@ -29,8 +29,10 @@ def test_two_number_calls_mostly_take_the_questions_numbers_in_order():
         if len(t.calls) > 1 and number_slots and len(args) == 2 and len(question_numbers) >= 2:
             total += 1
             in_order += args == question_numbers[:2]
-    share, se = in_order / total, (0.25 / total) ** 0.5
-    assert total > 100 and share >= IN_ORDER - 4 * se, (share, total)
+    # Not IN_ORDER itself: some of a question's numbers are not its values (``from 0 to 26``) and a fifth of the
+    # calls pick at random. Over corpus seeds 6-8 the share is 0.62-0.74, and 0.17-0.24 with IN_ORDER = 0; the
+    # bound lies between, more than 4 se (about 0.04 at 150 calls) from both.
+    assert total > 100 and in_order / total >= 0.45, (in_order / total, total)
 
 
 def test_invented_words_include_letter_strings_that_are_not_syllables():
