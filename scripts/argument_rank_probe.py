@@ -38,6 +38,9 @@ FIRST = {
     "library": ("shelf", lambda e: e.title), "flight": ("status", lambda e: e.flight),
     "age": ("born", lambda e: e.person), "stove": ("sensor", lambda e: e.device),
     "recipe": ("grams", lambda e: e.cake), "plural": ("plural", lambda e: e.word),
+    "bus": ("timetable", lambda e: e.line), "spell": ("words", lambda e: e.number),
+    "warehouse": ("count", lambda e: e.item), "password": ("reset", lambda e: e.user),
+    "dose": ("dose", lambda e: e.medicine),
 }
 """Each environment's right tool and its right first argument after reset."""
 
