@@ -60,21 +60,22 @@ def _agent_rows(*names: str) -> list[dict]:
 
 def test_the_tool_agent_acceptance_table_is_the_committed_runs():
     """docs/agents.md's acceptance table (held-out reward before -> after) is what the committed agent sweeps hold:
-    the argument-name rule from acceptance-names/, version 9 before it from acceptance-v9/ and fresh-before-names/,
-    version 8 constrained from acceptance-calls/ and fresh-before-v9/ ("not run" where it has no row)."""
+    the argument-name rule from acceptance-names/ and fresh-five/, version 9 before it from acceptance-v9/ and
+    fresh-before-names/, version 8 constrained from acceptance-calls/ and fresh-before-v9/ ("not run" where it has no
+    row)."""
     import re
 
     def runs(*names):
         return {(r["env"], r["seed"]): f"{r['base_heldout']:.2f} -> {r['trained_heldout']:.2f}"
                 for r in _agent_rows(*names)}
 
-    columns = [runs("acceptance-names"), runs("acceptance-v9", "fresh-before-names"),
+    columns = [runs("acceptance-names", "fresh-five"), runs("acceptance-v9", "fresh-before-names"),
                runs("acceptance-calls", "fresh-before-v9")]
     text = (ROOT / "docs" / "agents.md").read_text()
     table = text[text.index("| environment | names rule, seed 0 |"):]
     body = table.split("\n\n")[0].split("\n", 2)[2]                         # below the header and its rule
     rows = re.findall(r"^\| (\w+)[^|]* \|" + r" ([^|]+) \|" * 6 + "$", body, re.M)
-    assert len(rows) == len(columns[0]) // 2 == len(columns[1]) // 2 == 27
+    assert len(rows) == len(columns[0]) // 2 == len(columns[1]) // 2 + 5 == 32
     for env, *cells in rows:
         expected = [column.get((env, seed), "not run") for column in columns for seed in (0, 1)]
         assert [c.strip() for c in cells] == expected, env
@@ -113,6 +114,19 @@ def test_the_tool_agent_acceptance_counts_in_the_text_are_the_committed_runs():
     fresh_v9 = [r for r in v9 if r["env"] in fresh]
     assert f"{met(fresh_names)} of {len(fresh_names)} runs meet the goal with the rule ({met(fresh_v9)} of " \
            f"{len(fresh_v9)} before it), and their mean trained held-out reward is {mean(fresh_names)}" in text
+    five = _agent_rows("fresh-five")
+    assert f"(bus to dose, committed at e3b1629 before any run of them): {met(five)} of {len(five)} runs meet the " \
+           "goal" in text
+    trial = {(r["env"], r["seed"]): r for r in _agent_rows("trial-v10")}
+    incumbent = {(r["env"], r["seed"]): r for r in names + five}
+    assert trial.keys() == incumbent.keys()
+    gaps = [trial[k]["trained_heldout"] - incumbent[k]["trained_heldout"] for k in trial]
+    gap = sum(gaps) / len(gaps)
+    se = (sum((g - gap) ** 2 for g in gaps) / (len(gaps) - 1) / len(gaps)) ** 0.5
+    assert f"{mean(list(trial.values()))} against {mean(list(incumbent.values()))} (difference {gap:.3f}, se " \
+           f"{se:.3f}, over {len(gaps)} paired runs)" in text and gap < 2 * se
+    assert f"meets the goal on {met(trial.values())} of {len(trial)} runs against version 9's " \
+           f"{met(incumbent.values())}" in text
     lr3 = _agent_rows("acceptance-calls-lr3e-3")
     assert f"{met(lr3)} of {len(lr3)} runs meet the goal" in text
     constrained, v9_sweep = _agent_rows("defaults-constrained"), _agent_rows("defaults-v9")
