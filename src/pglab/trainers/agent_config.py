@@ -66,10 +66,10 @@ class AgentConfig:
     """Collect each step's episodes with the parameters of this many steps earlier (async training; 0: current)."""
     calls: str | None = None
     """constrained: a turn is end-of-text or a well-formed call to a tool the prompt names, with as many arguments
-    as its usage shows, each a word copied from the prompt or the observations (the sampler and the update both
-    renormalise over the allowed tokens); free: any text. None: free in bugfix, reasoning-gym (whose answers are
-    computed, not copied) and trl (whose contract ends a rollout at a final answer in free text), constrained in a
-    module:factory environment."""
+    as its usage shows, each a word copied from the prompt or the observations but not a usage's argument name (the
+    sampler and the update both renormalise over the allowed tokens); free: any text. None: free in bugfix,
+    reasoning-gym (whose answers are computed, not copied) and trl (whose contract ends a rollout at a final answer
+    in free text), constrained in a module:factory environment."""
     max_call_tokens: int = 24
     """Token cap of one call (a call also ends at its closing text)."""
     max_obs_tokens: int = 96
