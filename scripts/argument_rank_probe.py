@@ -70,21 +70,21 @@ def main(names: list[str]) -> None:
           "probability, the top three")
     for name in names:
         tool, right = FIRST[name]
-        cells, tool_p = [], []
+        cells, ranks, tool_p = [], [], []
         for seed in USER_HELDOUT_SEEDS:
             env = getattr(envs, name)()
             prompt = env.reset(seed)
-            grammar = layout.grammar(prompt)
+            grammar, prompt_ids = layout.grammar(prompt), layout.prompt_ids(prompt)
             text = f"<call> {tool}"
-            head = layout.prompt_ids(prompt) + layout.encode(text)
+            head = prompt_ids + layout.encode(text)
             scores = {w: word_logp(model, layout, grammar, head, text, w) for w in sorted(grammar.words)}
             order = sorted(scores, key=lambda w: -scores[w])
-            opening = layout.prompt_ids(prompt) + layout.encode(OPEN)
+            opening = prompt_ids + layout.encode(OPEN)
             tools = {t: word_logp(model, layout, grammar, opening, OPEN, t) for t in grammar.arities}
+            ranks.append(order.index(right(env)) + 1)
             tool_p.append(math.exp(tools[tool]))
-            cells.append(f"{order.index(right(env)) + 1}/{len(order)} p={math.exp(scores[right(env)]):.3f} "
+            cells.append(f"{ranks[-1]}/{len(order)} p={math.exp(scores[right(env)]):.3f} "
                          f"top {','.join(order[:3])}; tool p={tool_p[-1]:.3f} top {max(tools, key=tools.get)}")
-        ranks = [int(c.split("/")[0]) for c in cells]
         print(f"\n{name}: median rank {sorted(ranks)[len(ranks) // 2]}, first call names {tool} with mean p "
               f"{sum(tool_p) / len(tool_p):.3f}")
         for c in cells:
