@@ -132,3 +132,49 @@ def test_the_tool_agent_acceptance_counts_in_the_text_are_the_committed_runs():
     constrained, v9_sweep = _agent_rows("defaults-constrained"), _agent_rows("defaults-v9")
     assert f"the best mean gain, {gain(constrained, 0.003)} at 3e-3, beats 1e-3's {gain(constrained, 0.001)}" in text
     assert f"{gain(v9_sweep, 0.003)} at 3e-3, {gain(v9_sweep, 0.001)} at 1e-3" in text
+
+
+def _probe(name: str) -> dict[str, tuple[int, float]]:
+    """{environment: (median rank of the right first argument, mean p that the first call names the right tool)}."""
+    import re
+
+    text = (ROOT / "docs" / "results" / "tool-agent" / name).read_text()
+    found = re.findall(r"^(\w+): median rank (\d+), first call names \w+ with mean p ([\d.]+)$", text, re.M)
+    return {env: (int(rank), float(p)) for env, rank, p in found}
+
+
+def test_the_argument_probe_numbers_in_agents_md_are_the_committed_probe_output():
+    """The first-call probabilities and the argument ranks docs/agents.md quotes, rebuilt from the probe's output."""
+    probe, trial = _probe("argument-rank.txt"), _probe("argument-rank-v10.txt")
+    text = " ".join((ROOT / "docs" / "agents.md").read_text().split())
+    low = {e: p for e, (_, p) in probe.items() if p < 0.05}
+    mid = {e: p for e, (_, p) in probe.items() if 0.05 <= p < 0.8}
+    high = {e: p for e, (_, p) in probe.items() if p >= 0.8}
+    assert set(low) == {"colour", "flight", "bus", "spell"} and set(mid) == {"recipe", "age", "hotel", "password"}
+    assert f"{min(high.values()):.2f}-{max(high.values()):.2f} in {len(high)} of the {len(probe)} environments it " \
+           f"probes, {min(mid.values()):.2f}-{max(mid.values()):.2f} in recipe, age, hotel and password, and " \
+           f"{min(low.values()):.3f}-{max(low.values()):.3f} where" in text
+    ranks: dict[int, list[str]] = {}
+    for env, (rank, _) in probe.items():
+        if rank > 3:
+            ranks.setdefault(rank, []).append(env)
+    assert sum(rank <= 3 for rank, _ in probe.values()) > len(probe) / 2
+    named = ", ".join(f"{rank} in {' and '.join(envs)}" for rank, envs in sorted(ranks.items(), reverse=True))
+    assert f"is 1-3 in most environments, but {named} (with" in text
+    assert f"names `status` with probability {trial['flight'][1]:.2f} and `timetable` with " \
+           f"{trial['bus'][1]:.2f}" in text
+
+
+def test_the_lm_kl_sweep_numbers_in_experiments_md_are_the_committed_sweep():
+    """The k1 claims' z rms and the wall times docs/experiments.md states for lm-kl's sweep, from lm-kl.json (z from
+    each claim's two-sided p-value)."""
+    from statistics import NormalDist
+
+    runs = json.loads((ROOT / "docs" / "results" / "seed-sweep" / "lm-kl.json").read_text())["runs"]
+    z = [NormalDist().inv_cdf(1 - c["p_value"] / 2) for r in runs for c in r["claims"] if "k1 estimate" in c["claim"]]
+    rms = (sum(x * x for x in z) / len(z)) ** 0.5
+    seconds = [r["wall_seconds"] for r in runs]
+    text = " ".join((ROOT / "docs" / "experiments.md").read_text().split())
+    assert f"({round(min(seconds), -1):,.0f}-{round(max(seconds), -1):,.0f} s a run" in text
+    assert f"held at {sum(r['passed'] for r in runs)} of {len(runs)}. Over its {len(z)} k1 claims the z's have rms " \
+           f"{rms:.2f} (largest |z| {max(z):.2f})" in text
