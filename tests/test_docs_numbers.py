@@ -127,6 +127,18 @@ def test_the_tool_agent_acceptance_counts_in_the_text_are_the_committed_runs():
            f"{se:.3f}, over {len(gaps)} paired runs)" in text and gap < 2 * se
     assert f"meets the goal on {met(trial.values())} of {len(trial)} runs against version 9's " \
            f"{met(incumbent.values())}" in text
+
+    def after(runs, env):
+        return [f"{runs[(env, seed)]['trained_heldout']:.2f}" for seed in (0, 1)]
+
+    def base(runs, env):
+        return f"{runs[(env, 0)]['base_heldout']:.2f}"
+
+    assert "flight 0.00 -> {} and {}, bus 0.00 -> {} at both seeds".format(*after(trial, "flight"),
+                                                                          after(trial, "bus")[0]) in text
+    assert len(set(after(trial, "bus"))) == 1
+    assert f"lookup fell from {base(incumbent, 'lookup')} to {base(trial, 'lookup')}, on capital from " \
+           f"{base(incumbent, 'capital')} to {base(trial, 'capital')}" in text
     lr3 = _agent_rows("acceptance-calls-lr3e-3")
     assert f"{met(lr3)} of {len(lr3)} runs meet the goal" in text
     constrained, v9_sweep = _agent_rows("defaults-constrained"), _agent_rows("defaults-v9")
