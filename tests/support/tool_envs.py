@@ -16,8 +16,12 @@ not named like one), ``age`` (three tools, a subtraction of a prompt's number an
 literal on/off answer after a lookup), ``recipe`` (three tools, flour for several cakes) and ``plural`` (irregular
 plurals, word arguments), ``bus`` (a time, an answer tool called ``tell``), ``spell`` (a number in words, an
 answer tool called ``write``), ``warehouse`` (a word and a number), ``password`` (a code in a sentence, an answer
-tool called ``send``) and ``dose`` (a word and a number, milligrams in a sentence) are held out of the defaults
-sweep. Each factory takes no argument:
+tool called ``send``), ``dose`` (a word and a number, milligrams in a sentence), ``parcel`` (an eight-digit number,
+then a town inside one of several sentences), ``booking`` (one turn, one tool of a word and a number called
+``book``), ``platform`` (tools listed one per line, a platform inside a sentence after a time, an answer tool
+called ``announce``), ``tip`` (three tools in sequence, a number of the prompt and one of a sentence), ``score``
+(the team's own of two numbers in a sentence) and ``shoes`` (a size of a chart, an answer of a word and a number
+called ``order``) are held out of the defaults sweep. Each factory takes no argument:
 ``--env support.tool_envs:calculator`` from tests/.
 """
 
@@ -937,6 +941,183 @@ def dose() -> Dose:
     return Dose()
 
 
+DEPOTS = ("kelso", "brora", "tenby", "wigton", "settle", "alston", "bude", "louth")
+SCANS = ("Parcel {n} was scanned this morning at the depot in {town} and is on its way.",
+         "Parcel {n} is out for delivery from {town} today.", "Parcel {n} arrived at the {town} sorting centre.")
+
+
+class Parcel:
+    """Where a parcel is: <call> track NUMBER </call> answers a sentence naming a town, <call> answer TOWN </call>."""
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.towns = {str(rng.randint(10_000_000, 99_999_999)): (rng.choice(DEPOTS), rng.choice(SCANS))
+                      for _ in range(4)}
+        self.number, self.turns = rng.choice(sorted(self.towns)), 0
+        thing = rng.choice(("a lamp", "two books", "a kettle", "new shoes", "a phone case"))
+        return (f"I ordered {thing} online and the tracking number is {self.number}. In which town is my parcel "
+                "right now? Tools: <call> track NUMBER </call> and <call> answer TOWN </call>.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "track" and len(call[1]) == 1:
+            found = self.towns.get(call[1][0])
+            return (found[1].format(n=call[1][0], town=found[0]) if found else "No parcel has that number."), \
+                0.0, last, {}
+        if call and call[0] == "answer" and len(call[1]) == 1:
+            return "thanks", float(call[1][0] == self.towns[self.number][0]), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def parcel() -> Parcel:
+    return Parcel()
+
+
+class Booking:
+    """Book a meeting room in one turn: <call> book ROOM DATE </call>, a word and a number (the day of the month)."""
+
+    ROOMS = ("oak", "birch", "cedar", "willow", "aspen", "rowan", "hazel", "elm")
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.room, self.date, self.turns = rng.choice(self.ROOMS), str(rng.randint(1, 28)), 0
+        month, people = rng.choice(MONTHS), rng.randint(3, 12)
+        return (f"Please reserve the {self.room} room for our team of {people} on {month} {self.date}. "
+                "<call> book ROOM DATE </call> books a room for a day of the month.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call = parse(text)
+        if call and call[0] == "book" and len(call[1]) == 2:
+            return "booked", float(call[1] == [self.room, self.date]), True, {}
+        return "error: could not read the booking", 0.0, self.turns >= 4, {}
+
+
+def booking() -> Booking:
+    return Booking()
+
+
+class Platform:
+    """The next train's platform, tools listed one per line: <call> departures CITY </call> answers a sentence with
+    the time and the platform, <call> announce PLATFORM </call> ends."""
+
+    CITIES = ("york", "leeds", "bath", "derby", "crewe", "ely", "hull", "preston")
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.next = {city: (f"{rng.randint(6, 22)}:{rng.randint(0, 59):02d}", str(rng.randint(1, 16)))
+                     for city in self.CITIES}
+        self.city, self.turns = rng.choice(self.CITIES), 0
+        return (f"A group of passengers for {self.city} is asking where to go.\nTools:\n"
+                "<call> departures CITY </call> - the next train to a city\n"
+                "<call> announce PLATFORM </call> - announce the platform to the passengers")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "departures" and len(call[1]) == 1:
+            found = self.next.get(call[1][0])
+            return (f"The next train to {call[1][0]} leaves at {found[0]} from platform {found[1]}." if found
+                    else "No trains go there."), 0.0, last, {}
+        if call and call[0] == "announce" and len(call[1]) == 1:
+            return "announced", float(call[1][0] == self.next[self.city][1]), True, {}
+        return "error: unknown tool", 0.0, last, {}
+
+
+def platform() -> Platform:
+    return Platform()
+
+
+class Tip:
+    """A tip, three tools in sequence: <call> bill TABLE </call> (the amount inside a sentence),
+    <call> percent AMOUNT RATE </call>, then <call> submit TIP </call>."""
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.bills = {str(table): rng.randrange(20, 400, 20) for table in range(1, 31)}
+        self.table, self.rate, self.turns = str(rng.randint(1, 30)), rng.choice((5, 10, 15, 20, 25)), 0
+        return (f"Table {self.table} asked me to add a {self.rate} percent tip to their bill. How much is the tip? "
+                "<call> bill TABLE </call> shows what a table owes; <call> percent AMOUNT RATE </call> works out a "
+                "percentage of an amount; <call> submit TIP </call> gives the tip.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "bill" and len(call[1]) == 1 and call[1][0] in self.bills:
+            return f"table {call[1][0]} owes {self.bills[call[1][0]]} dollars for food and drinks", 0.0, last, {}
+        if call and call[0] == "percent" and len(call[1]) == 2 and all(a.isdigit() for a in call[1]):
+            return f"{int(call[1][0]) * int(call[1][1]) / 100:g}", 0.0, last, {}
+        if call and call[0] == "submit" and len(call[1]) == 1:
+            return "added", float(call[1][0] == str(self.bills[self.table] * self.rate // 100)), True, {}
+        return "error: no such call", 0.0, last, {}
+
+
+def tip() -> Tip:
+    return Tip()
+
+
+TEAMS = ("harriers", "rovers", "wanderers", "athletic", "rangers", "albion", "villa", "county")
+
+
+class Score:
+    """A team's goals in its last match: <call> result TEAM </call> answers both teams' goals in a sentence (the
+    team first or second), <call> answer GOALS </call> ends."""
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.team, opponent = rng.sample(TEAMS, 2)
+        self.goals, goals = rng.randint(0, 5), rng.randint(0, 5)
+        sides = [(self.team, self.goals), (opponent, goals)]
+        rng.shuffle(sides)
+        self.line, self.turns = ", ".join(f"{name} {n}" for name, n in sides), 0
+        return (f"I missed the {self.team} game last night because of work. How many goals did the {self.team} "
+                "score? You may use <call> result TEAM </call> to see a team's last result, and "
+                "<call> answer GOALS </call> to tell me.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "result" and len(call[1]) == 1:
+            known = call[1][0] in self.line.replace(",", "").split()[::2]
+            return (f"Full time: {self.line}." if known else "No recent match for that team."), 0.0, last, {}
+        if call and call[0] == "answer" and len(call[1]) == 1:
+            return "ok", float(call[1][0] == str(self.goals)), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def score() -> Score:
+    return Score()
+
+
+class Shoes:
+    """Order shoes in an EU size: <call> chart SIZE </call> turns a UK size into an EU one inside a sentence,
+    <call> order MODEL SIZE </call> ends (a word of the prompt and a number of the observation)."""
+
+    MODELS = ("hiker", "runner", "loafer", "sneaker", "sandal", "brogue")
+    EU = {2: 35, 3: 36, 4: 37, 5: 38, 6: 39, 7: 41, 8: 42, 9: 43, 10: 44, 11: 46, 12: 47, 13: 48}
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.model, self.uk, self.turns = rng.choice(self.MODELS), rng.choice(sorted(self.EU)), 0
+        return ("Tools: <call> chart SIZE </call> converts a UK shoe size to EU; <call> order MODEL SIZE </call> "
+                f"places the order.\nTask: I wear size {self.uk} in UK sizes and want the {self.model} shoes from a "
+                "German shop that only lists EU sizes. Please order them for me.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "chart" and len(call[1]) == 1 and call[1][0].isdigit() and int(call[1][0]) in self.EU:
+            return f"UK size {call[1][0]} is EU size {self.EU[int(call[1][0])]}.", 0.0, last, {}
+        if call and call[0] == "order" and len(call[1]) == 2:
+            return "ordered", float(call[1] == [self.model, str(self.EU[self.uk])]), True, {}
+        return "error: unknown call or size", 0.0, last, {}
+
+
+def shoes() -> Shoes:
+    return Shoes()
+
+
 ENVS = {"calculator": calculator, "word": word, "lookup": lookup, "parity": parity}
 """The sweep's environments by name."""
 HELD_OUT_ENVS = {"multiplier": multiplier, "capital": capital, "convert": convert, "stock": stock,
@@ -944,7 +1125,9 @@ HELD_OUT_ENVS = {"multiplier": multiplier, "capital": capital, "convert": conver
                  "seats": seats, "price": price, "translate": translate, "exchange": exchange,
                  "birthday": birthday, "letters": letters, "hotel": hotel, "postcode": postcode, "colour": colour,
                  "library": library, "flight": flight, "age": age, "stove": stove, "recipe": recipe, "plural": plural,
-                 "bus": bus, "spell": spell, "warehouse": warehouse, "password": password, "dose": dose}
+                 "bus": bus, "spell": spell, "warehouse": warehouse, "password": password, "dose": dose,
+                 "parcel": parcel, "booking": booking, "platform": platform, "tip": tip, "score": score,
+                 "shoes": shoes}
 """Environments the defaults were not chosen on (only the acceptance runs use them). The tool-use corpus was changed
 after the capital (version 6: questions that name a tool), the convert (version 7: tools of a number and a word,
 invented descriptions) and the convert and stock (version 8) failed; ``weather`` and ``area`` were written before
@@ -958,4 +1141,5 @@ corpus's version 9 was written, and before any run of them; ``library``, ``fligh
 and ``plural`` after every measurement of version 9 and before the change it suggested (usage placeholders are not
 arguments), and before any run of them; ``bus``, ``spell``, ``warehouse``, ``password`` and ``dose`` after every
 measurement of that change and before the corpus change it suggested (answer tools of any name), and before any run
-of them."""
+of them; ``parcel``, ``booking``, ``platform``, ``tip``, ``score`` and ``shoes`` after every measurement of the
+argument-name rule and the corpus-10 trial and before the exploration change, and before any run of them."""
