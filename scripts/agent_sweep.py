@@ -4,7 +4,7 @@ swept and checked.
 Without --acceptance: the sweep of the learning rate, the advantage and the format cost over the small tool
 environments of tests/support/tool_envs.py (seed 0, short runs, one at a time). With --acceptance: the default
 settings (AgentConfig's USER_ENV) on each environment and on those held out of the sweep (or on --envs only), at
-seeds 0 and 1 (--calls free|constrained: every run samples its turns so). Each run
+seeds 0 and 1 (--calls free|constrained, --explore E, --is-correction C: every run samples and weighs so). Each run
 is measured on the 8 held-out seeds x 8 episodes before and after training; OUT gets runs.json (one row per run,
 with the command) and report.md.
 """
@@ -40,7 +40,8 @@ def run_one(env: str, settings: dict, seed: int, out: Path) -> dict:
     reward = {f"{agent}_{split}": round(float(batches[split].rewards.mean()), 4)
               for agent, batches in (("base", trained["before"]), ("trained", trained["after"]))
               for split in ("train", "heldout")}
-    return {"env": env, "seed": seed, **{k: getattr(trained["config"], k) for k in (*USER_ENV, "calls")}, **reward,
+    shown = (*USER_ENV, "calls", "is_correction")
+    return {"env": env, "seed": seed, **{k: getattr(trained["config"], k) for k in shown}, **reward,
             "heldout_gain": round(reward["trained_heldout"] - reward["base_heldout"], 4),
             "seconds": round(time.perf_counter() - started, 1)}
 
@@ -82,6 +83,8 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", choices=sorted({**ENVS, **HELD_OUT_ENVS}),
                         help="the acceptance runs' environments (default: all)")
     parser.add_argument("--calls", choices=CALLS, help="how every run samples a turn (default: train-agent's)")
+    parser.add_argument("--explore", type=float, help="every run's --explore (default: train-agent's)")
+    parser.add_argument("--is-correction", help="every run's --is-correction (default: train-agent's)")
     args = parser.parse_args()
     if args.envs and not args.acceptance:
         parser.error("--envs goes with --acceptance; the sweep runs every environment of ENVS")
@@ -90,7 +93,8 @@ def main() -> None:
     command = "python scripts/agent_sweep.py " + " ".join(sys.argv[1:])
     rows = []
     for env, settings, seed in track(plan(args.acceptance, args.seeds, args.envs), "train-agent runs"):
-        rows.append(run_one(env, {**settings, **({"calls": args.calls} if args.calls else {})}, seed, out / "runs"))
+        chosen = {k: getattr(args, k) for k in ("calls", "explore", "is_correction") if getattr(args, k) is not None}
+        rows.append(run_one(env, {**settings, **chosen}, seed, out / "runs"))
         (out / "runs.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
         (out / "report.md").write_text(markdown(rows, command, args.acceptance))
 

@@ -20,7 +20,7 @@ from pglab.sampling.call_grammar import (
     context_words,
     tool_arities,
 )
-from pglab.sampling.episodes import collect_episodes
+from pglab.sampling.episodes import collect_episodes, sample_tokens
 from pglab.sampling.scoring import sequence_log_probs
 from pglab.sampling.text_episodes import TextLayout
 from pglab.trainers.hf_agent import ensure_agent
@@ -137,3 +137,39 @@ def test_free_calls_leave_the_batch_unconstrained(quick_agent):
     assert batch.allowed is None
     with pytest.raises(ValueError, match="calls must be one of"):
         TextLayout(tokenizer, chat=False, calls="strict")
+
+
+def test_exploring_sampler_draws_from_the_uniform_mixture_and_returns_its_log_probabilities():
+    n, share = 6000, 0.3
+    logits = torch.tensor([[10.0, 0.0, 0.0, 5.0, 0.0]]).repeat(n, 1)
+    allowed = torch.tensor([[True, True, True, False, False]]).repeat(n, 1)
+    policy = torch.softmax(logits[0].masked_fill(~allowed[0], -torch.inf), -1)
+    mixture = (1 - share) * policy + share * allowed[0].float() / 3
+    tokens, logps = sample_tokens(logits, torch.Generator().manual_seed(0), allowed=allowed,
+                                  explore=torch.full((n,), share))
+    counts = torch.bincount(torch.tensor(tokens), minlength=5).float() / n
+    se = (mixture * (1 - mixture) / n).sqrt()
+    assert bool(((counts - mixture).abs() <= 4 * se).all()), (counts, mixture)      # 4 binomial standard errors
+    assert counts[3] == counts[4] == 0
+    assert torch.allclose(torch.tensor(logps), mixture.log()[torch.tensor(tokens)])
+    plain, _ = sample_tokens(logits[:200], torch.Generator().manual_seed(0), allowed=allowed[:200])
+    assert plain.count(0) >= 199       # the negative control: pi alone almost never leaves token 0 (p 9e-5 each)
+
+
+def test_exploring_episodes_record_the_mixture_inside_calls_and_the_policy_at_each_calls_first_token(quick_agent):
+    model, tokenizer = quick_agent
+    layout = TextLayout(tokenizer, chat=False, max_call_tokens=24, calls="constrained")
+    policy, share = HFPolicy(model.eval(), pad_id=layout.pad_id), 0.5
+    batch = collect_episodes(policy, layout, [calculator() for _ in range(8)], list(range(8)),
+                             torch.Generator().manual_seed(0), max_turns=3, explore=share)
+    scored = sequence_log_probs(policy, batch)
+    sizes = batch.allowed.table.sum(-1).float()[batch.allowed.index]
+    mixture = ((1 - share) * scored.exp() + share / sizes).log()
+    first = torch.zeros_like(batch.action_mask, dtype=torch.bool)
+    for b, log in enumerate(batch.info):
+        for end, ids in zip(log.call_ends, log.call_ids):
+            first[b, end - len(ids) + 1] = True
+    inside = batch.action_mask.bool() & ~first
+    assert (batch.logp_old - scored)[first].abs().max() < 1e-4
+    assert (batch.logp_old - mixture)[inside].abs().max() < 1e-4
+    assert (batch.logp_old - scored)[inside & (sizes > 1)].abs().max() > 0.1      # the mixture is not pi there

@@ -1,6 +1,7 @@
 """The tool-use agent (``--model default`` outside BugFixEnv): its corpus, its calls, the generic format cost, the
 scripted-play hooks, and train-agent on the docs' calculator at quick size."""
 
+import dataclasses
 import math
 import random
 
@@ -111,3 +112,22 @@ def test_train_agent_on_the_docs_calculator_at_quick_size(tmp_path):
     assert trained["config"].default_size == "quick" and len(trained["run"]["history"]) == 3
     assert all(log.prompt.startswith("What is") for log in trained["after"]["heldout"].info)
     assert (tmp_path / "policy" / "config.json").is_file()
+
+
+def test_explore_defaults_to_the_user_setting_with_constrained_calls_and_is_refused_with_free_calls():
+    assert AgentConfig(env="support.tool_envs:calculator").explore == USER_ENV["explore"]
+    for env in ("bugfix", "trl:counter_env:CounterEnv"):
+        assert AgentConfig(env=env).explore == 0.0, env
+    assert AgentConfig(env="support.tool_envs:calculator", calls="free").explore == 0.0
+    for bad in ({"explore": 1.0}, {"explore": -0.1}, {"explore": 0.2, "calls": "free"}):
+        with pytest.raises(SettingsError, match="--explore is the share of uniform choice"):
+            AgentConfig(env="support.tool_envs:calculator", **bad)
+
+
+def test_exploring_training_weighs_each_token_by_the_policy_over_the_sampler(tmp_path):
+    cfg = AgentConfig(env="support.tool_envs:calculator", explore=0.5, is_correction="token-tis")
+    run = train_agent(cfg, tmp_path, quick=True, progress=False)["run"]
+    weights = [row["is_weight_mean"] for row in run["history"]]
+    assert all(0 < w < 2 and w != 1 for w in weights), weights     # min(pi / mu, 2): the correction acts
+    plain = train_agent(dataclasses.replace(cfg, explore=0.0), tmp_path / "plain", quick=True, progress=False)["run"]
+    assert all("is_weight_mean" not in row or row["is_weight_mean"] == 1 for row in plain["history"])

@@ -213,13 +213,21 @@ def _allowed_ids(allowed: tuple[Sequence[list[int]], torch.Tensor] | None, B: in
 
 
 def sample_tokens(logits: torch.Tensor, generator: torch.Generator, temperature: float = 1.0,
-                  allowed: torch.Tensor | None = None) -> tuple[list[int], list[float]]:
-    """One token per row of logits [n, V] at ``temperature`` -> (tokens, their log-probabilities); ``allowed``
-    [n, V] bool renormalises each row over its allowed ids."""
+                  allowed: torch.Tensor | None = None,
+                  explore: torch.Tensor | None = None) -> tuple[list[int], list[float]]:
+    """One token per row of logits [n, V] at ``temperature`` -> (tokens, their sampling log-probabilities);
+    ``allowed`` [n, V] bool renormalises each row over its allowed ids.
+
+    ``explore`` [n] (with ``allowed``): row i samples from the mixture mu = (1 - e_i) pi + e_i U(allowed_i), U the
+    uniform distribution over the row's allowed ids, and the log-probabilities returned are mu's."""
     logits = logits.float() / temperature
     if allowed is not None:
         logits = logits.masked_fill(~allowed, -math.inf)
     logp = F.log_softmax(logits, dim=-1)
+    if explore is not None and allowed is not None:
+        share = explore.float()[:, None]
+        uniform = allowed.float() / allowed.sum(-1, keepdim=True)
+        logp = ((1 - share) * logp.exp() + share * uniform).log()
     tokens = torch.multinomial(logp.exp(), 1, generator=generator)[:, 0]
     return tokens.tolist(), logp.gather(1, tokens[:, None])[:, 0].tolist()
 
@@ -253,11 +261,13 @@ def _allowed_mask(grammars: list[CallGrammar | None], texts: list[str], table: A
 
 def _sample_calls(prefixes: Prefixes, logits: torch.Tensor, layout: Layout, episodes: list[_Playing],
                   rows: list[int], generator: torch.Generator, temperature: float,
-                  table: AllowedTable) -> dict[int, _Call]:
+                  table: AllowedTable, explore: float = 0.0) -> dict[int, _Call]:
     """Every row writes one call, token by token, in lockstep -> {row: its _Call}.
 
     ``logits`` [len(rows), V] are the next-token logits of each row; the last token of each call
-    is not fed to ``prefixes``. A row whose episode has a grammar samples only the ids it allows.
+    is not fed to ``prefixes``. A row whose episode has a grammar samples only the ids it allows, and inside a
+    call (after its first token: whether to call at all is the policy's) mixes in the share ``explore`` of the
+    uniform distribution over them (:func:`sample_tokens`).
     """
     calls = {e: _Call() for e in rows}
     writing = list(rows)
@@ -265,7 +275,9 @@ def _sample_calls(prefixes: Prefixes, logits: torch.Tensor, layout: Layout, epis
         grammars = [episodes[e].grammar for e in writing]
         texts = [layout.call_text(calls[e].ids) if grammar else "" for e, grammar in zip(writing, grammars)]
         allowed, picked = _allowed_mask(grammars, texts, table, logits.shape[-1])
-        tokens, token_logps = sample_tokens(logits.cpu(), generator, temperature, allowed)
+        shares = (torch.tensor([explore if row and calls[e].ids else 0.0 for e, row in zip(writing, picked)])
+                  if explore and allowed is not None else None)
+        tokens, token_logps = sample_tokens(logits.cpu(), generator, temperature, allowed, shares)
         for e, t, lp, row in zip(writing, tokens, token_logps, picked):
             call = calls[e]
             call.ids.append(t)
@@ -305,7 +317,8 @@ def _play_call(episode: _Playing, env: TextTurnEnv, layout: Layout, call: _Call,
 @torch.no_grad()
 def collect_episodes(policy: TokenPolicy | torch.nn.Module, layout: Layout, envs: Sequence[TextTurnEnv],
                      seeds: Sequence[int], generator: torch.Generator, *, max_turns: int = MAX_TURNS,
-                     temperature: float = 1.0, group: Sequence[int] | None = None) -> TokenBatch:
+                     temperature: float = 1.0, group: Sequence[int] | None = None,
+                     explore: float = 0.0) -> TokenBatch:
     """One episode in every env (env b reset with ``seeds[b]``), all in lockstep -> TokenBatch [B, T].
 
     Each turn every running episode samples one call, token by token, until the layout says it
@@ -316,7 +329,8 @@ def collect_episodes(policy: TokenPolicy | torch.nn.Module, layout: Layout, envs
     it), after ``max_turns`` calls, or when one more call might not fit the policy's max_length.
     ``rewards`` [B] are the sums of each episode's step rewards; ``logp_old`` holds the sampling
     log-probabilities; ``info[b]`` the :class:`EpisodeLog`. Rows with equal seeds share a group
-    unless ``group`` is given.
+    unless ``group`` is given. ``explore`` > 0 (constrained calls only) samples inside each call from the
+    exploring mixture of :func:`sample_tokens`, and ``logp_old`` holds the mixture's log-probabilities.
     """
     policy = as_policy(policy)
     was_training = policy.module.training
@@ -338,7 +352,7 @@ def collect_episodes(policy: TokenPolicy | torch.nn.Module, layout: Layout, envs
     logits = prefixes.extend(alive, [e.ids for e in episodes])
     table = AllowedTable()
     while alive:
-        calls = _sample_calls(prefixes, logits, layout, episodes, alive, generator, temperature, table)
+        calls = _sample_calls(prefixes, logits, layout, episodes, alive, generator, temperature, table, explore)
         going_on = [e for e in alive if _play_call(episodes[e], envs[e], layout, calls[e], max_turns)]
         for e in going_on:
             if policy.max_length is not None and len(episodes[e].ids) + layout.max_call_tokens > policy.max_length:

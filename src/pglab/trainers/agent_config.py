@@ -57,7 +57,7 @@ class AgentConfig:
     """--loss ppo: cap a negative advantage's loss at -dual_clip A (a number > 1; None: none)."""
     is_correction: str = "none"
     """Weigh each token by rho = pi_old / pi_sampler: none | token-tis | sequence-tis | token-mask | sequence-mask |
-    geo-mask (a no-op unless --staleness > 0)."""
+    geo-mask (a no-op unless --staleness or --explore > 0)."""
     is_cap: float = 2.0
     """The correction's bound C >= 1: TIS's cap min(rho, C); the masks keep rho in [1 / C, C]."""
     num_iterations: int = 1
@@ -70,6 +70,11 @@ class AgentConfig:
     sampler and the update both renormalise over the allowed tokens); free: any text. None: free in bugfix,
     reasoning-gym (whose answers are computed, not copied) and trl (whose contract ends a rollout at a final answer
     in free text), constrained in a module:factory environment."""
+    explore: float | None = None
+    """With constrained calls, the share e of uniform choice mixed into each training call after its first token:
+    the episodes are sampled from mu = (1 - e) pi + e U(allowed ids), so a tool or word the agent gives almost no
+    probability is still tried, and the sampler's log-probs go to --is-correction (held-out measurements sample pi
+    alone). None: 0 in bugfix and with free calls, USER_ENV's elsewhere."""
     max_call_tokens: int = 24
     """Token cap of one call (a call also ends at its closing text)."""
     max_obs_tokens: int = 96
@@ -84,12 +89,13 @@ class AgentConfig:
     """cpu | cuda."""
 
     def __post_init__(self) -> None:
-        for name, value in (BUGFIX if self.env == "bugfix" else USER_ENV).items():
-            if getattr(self, name) is None:
-                setattr(self, name, value)
         if self.calls is None:
             self.calls = "free" if self.env == "bugfix" or self.env.startswith(("reasoning-gym:", "trl:")) \
                 else "constrained"
+        defaults = BUGFIX if self.env == "bugfix" else USER_ENV if self.calls == "constrained" else FREE_CALLS
+        for name, value in defaults.items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
         self.validate()
 
     def validate(self) -> None:
@@ -102,6 +108,9 @@ class AgentConfig:
         if self.staleness < 0:
             raise SettingsError(f"--staleness must be at least 0 (0: collect with the current parameters), got "
                                 f"{self.staleness}")
+        if not 0 <= self.explore < 1 or (self.explore and self.calls != "constrained"):
+            raise SettingsError(f"--explore is the share of uniform choice in constrained calls, a number in [0, 1) "
+                                f"with --calls constrained; got {self.explore} with --calls {self.calls}")
         if self.seed < 0 or self.beta < 0 or not 0 <= self.format_penalty < float("inf") or self.learning_rate <= 0:
             raise SettingsError("pass --seed >= 0, --beta >= 0, --format-penalty >= 0 and --learning-rate > 0")
         for name, value, known in (("advantage", self.advantage, KINDS), ("default-size", self.default_size,
@@ -130,10 +139,10 @@ def check_model_folder(model: str) -> None:
 
 
 BUGFIX = {"advantage": "reinforce", "format_penalty": FORMAT_PENALTY, "steps": 80, "episodes_per_step": 64,
-          "learning_rate": 2e-3}
+          "learning_rate": 2e-3, "explore": 0.0}
 """The defaults in BugFixEnv (the demo's schedule and the format-penalty sweep of docs/results/format_penalty.md)."""
 USER_ENV = {"advantage": "reinforce", "format_penalty": 0.1, "steps": 60, "episodes_per_step": 32,
-            "learning_rate": 1e-3}
+            "learning_rate": 1e-3, "explore": 0.0}
 """The defaults in any other environment, from the committed sweep ``scripts/agent_sweep.py`` (the learning rate x
 the advantage x the format cost, 30 steps of 32 episodes, on the calculator, word, lookup and parity environments
 of tests/support/tool_envs.py): REINFORCE with the EMA baseline, learning rate 1e-3, a format cost of 0.1. The
@@ -143,6 +152,9 @@ two standard errors of the difference (about 0.06: each gain is a difference of 
 episodes, sd at most 0.5 each, averaged over 4 environments), so the incumbent stays; the format cost is moot
 under constrained calls (0 and 0.1 gave the same runs). On the version-9 agent (defaults-v9/) the same: 0.35 at 3e-3
 against 0.32 at 1e-3. The schedule, 60 steps, is twice the sweep's and fits 5 minutes on 2 shared cores."""
+
+FREE_CALLS = {**USER_ENV, "explore": 0.0}
+"""The defaults in another environment with free calls (nothing to explore among)."""
 
 QUICK = {"steps": 3, "episodes_per_step": 8, "eval_every": 3, "eval_per_task": 1}
 """``--quick``: a first look in seconds (and what CI runs)."""
@@ -175,5 +187,5 @@ also embeds each position's last two tokens (:mod:`pglab.models.shifted_gpt2`), 
 from the prompt learnable in a few thousand cloning steps, and tells apart the places where a piece occurs twice."""
 
 
-__all__ = ["BUGFIX", "DEFAULT_AGENT", "QUICK", "TOOL_AGENT", "TOOL_PIECES", "USER_ENV", "AgentConfig",
+__all__ = ["BUGFIX", "DEFAULT_AGENT", "FREE_CALLS", "QUICK", "TOOL_AGENT", "TOOL_PIECES", "USER_ENV", "AgentConfig",
            "check_model_folder"]

@@ -209,17 +209,18 @@ def ensure_default_agent(size: str = "full", progress: bool = True) -> Path:
     return ensure_agent("default", size, progress)
 
 
-def text_collector(layout: TextLayout, make_env: Callable[[str], TextTurnEnv],
-                   format_penalty: float = 0.0) -> Callable[[TokenPolicy, list, torch.Generator, bool], TokenBatch]:
+def text_collector(layout: TextLayout, make_env: Callable[[str], TextTurnEnv], format_penalty: float = 0.0,
+                   explore: float = 0.0) -> Callable[[TokenPolicy, list, torch.Generator, bool], TokenBatch]:
     """The ``collect`` of ``train_episodes`` for keys (split, seed): one fresh environment per episode.
 
     ``format_penalty`` costs each malformed call of a training episode
-    (:func:`~pglab.trainers.episodes.format_costs`).
+    (:func:`~pglab.trainers.episodes.format_costs`); ``explore`` mixes that share of uniform choice into the
+    training episodes' constrained calls (:func:`~pglab.sampling.episodes.sample_tokens`), never into a measurement.
     """
 
     def collect(policy: TokenPolicy, keys: list, generator: torch.Generator, training: bool = False) -> TokenBatch:
         batch = collect_episodes(policy, layout, [make_env(split) for split, _ in keys], [seed for _, seed in keys],
-                                 generator)
+                                 generator, explore=explore if training else 0.0)
         return format_costs(batch, format_penalty) if training else batch
 
     return collect
@@ -302,12 +303,12 @@ def reinforce_settings(cfg: AgentConfig) -> ReinforceSettings:
                              eval_every=cfg.eval_every, eval_per_task=cfg.eval_per_task, seed=cfg.seed, loss=cfg.loss,
                              epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high, dual_clip=cfg.dual_clip,
                              is_correction=cfg.is_correction, is_cap=cfg.is_cap, num_iterations=cfg.num_iterations,
-                             staleness=cfg.staleness)
+                             staleness=cfg.staleness, explore=cfg.explore)
 
 
 def episode_source(cfg: AgentConfig, layout: TextLayout, make_env: Callable[[str], TextTurnEnv]) -> EpisodeSource:
     """The episodes of ``cfg``'s environment in ``layout``, their stats and the held-out headline."""
-    collect = text_collector(layout, make_env, cfg.format_penalty)
+    collect = text_collector(layout, make_env, cfg.format_penalty, cfg.explore)
     return EpisodeSource(collect, *task_keys(cfg), stats=partial(episode_stats, call_stops=True),
                          headline="pass_rate" if cfg.env == "bugfix" else "reward",
                          token_text=text_of(layout.tokenizer.decode))
