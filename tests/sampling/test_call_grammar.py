@@ -156,7 +156,7 @@ def test_exploring_sampler_draws_from_the_uniform_mixture_and_returns_its_log_pr
     assert plain.count(0) >= 199       # the negative control: pi alone almost never leaves token 0 (p 9e-5 each)
 
 
-def test_exploring_episodes_record_the_mixture_inside_calls_and_the_policy_at_each_calls_first_token(quick_agent):
+def test_exploring_episodes_record_the_mixture_where_a_call_chooses_a_word_and_the_policy_elsewhere(quick_agent):
     model, tokenizer = quick_agent
     layout = TextLayout(tokenizer, chat=False, max_call_tokens=24, calls="constrained")
     policy, share = HFPolicy(model.eval(), pad_id=layout.pad_id), 0.5
@@ -165,11 +165,24 @@ def test_exploring_episodes_record_the_mixture_inside_calls_and_the_policy_at_ea
     scored = sequence_log_probs(policy, batch)
     sizes = batch.allowed.table.sum(-1).float()[batch.allowed.index]
     mixture = ((1 - share) * scored.exp() + share / sizes).log()
-    first = torch.zeros_like(batch.action_mask, dtype=torch.bool)
+    chooses = torch.zeros_like(batch.action_mask, dtype=torch.bool)
     for b, log in enumerate(batch.info):
-        for end, ids in zip(log.call_ends, log.call_ids):
-            first[b, end - len(ids) + 1] = True
-    inside = batch.action_mask.bool() & ~first
-    assert (batch.logp_old - scored)[first].abs().max() < 1e-4
-    assert (batch.logp_old - mixture)[inside].abs().max() < 1e-4
-    assert (batch.logp_old - scored)[inside & (sizes > 1)].abs().max() > 0.1      # the mixture is not pi there
+        grammar = layout.grammar(log.prompt)
+        for end, ids, observation in zip(log.call_ends, log.call_ids, log.observations):
+            for j in range(len(ids)):
+                chooses[b, end - len(ids) + 1 + j] = grammar.between_words(layout.call_text(ids[:j]))
+            grammar.observe(layout.shown(observation))
+    policy_tokens = batch.action_mask.bool()
+    assert (batch.logp_old - mixture)[chooses].abs().max() < 1e-4
+    assert (batch.logp_old - scored)[policy_tokens & ~chooses].abs().max() < 1e-4
+    assert (batch.logp_old - scored)[chooses & (sizes > 1)].abs().max() > 0.1      # the mixture is not pi there
+    assert int(chooses.sum()) >= 16 and int((policy_tokens & ~chooses).sum()) >= 16
+
+
+def test_a_call_chooses_after_its_opening_its_tool_and_each_whole_argument():
+    grammar = CallGrammar("What is 12 + 30? Use <call> add A B </call>, then <call> answer N </call>.",
+                          TokenTexts({}, None))
+    chooses = ["<call>", "<call> add", "<call> add 12", "<call> add 12 30", "<call> answer 30"]
+    writes = ["", "<ca", "<call> ad", "<call> add 1", "<call> add 12 30 </call>", "<call> add A"]
+    assert all(grammar.between_words(text) for text in chooses)
+    assert not any(grammar.between_words(text) for text in writes)

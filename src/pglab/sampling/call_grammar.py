@@ -127,6 +127,12 @@ class CallGrammar:
             out |= {" " + word for word in self._choices([*done, partial])}
         return out
 
+    def between_words(self, text: str) -> bool:
+        """Whether the call text ``text`` ends with a whole word of a valid call (``<call>``, a tool, an argument):
+        where the next token may start a new word, the places where a call chooses."""
+        *done, last = text.split(" ")
+        return all(word in self._choices(done[:i]) for i, word in enumerate([*done, last])) and last != CLOSE
+
     def allowed(self, text: str) -> tuple[int, ...]:
         """The ids allowed after the call text ``text`` (sorted): those whose text is a prefix of a continuation,
         and end-of-text before anything is written."""

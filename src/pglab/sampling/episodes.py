@@ -265,9 +265,10 @@ def _sample_calls(prefixes: Prefixes, logits: torch.Tensor, layout: Layout, epis
     """Every row writes one call, token by token, in lockstep -> {row: its _Call}.
 
     ``logits`` [len(rows), V] are the next-token logits of each row; the last token of each call
-    is not fed to ``prefixes``. A row whose episode has a grammar samples only the ids it allows, and inside a
-    call (after its first token: whether to call at all is the policy's) mixes in the share ``explore`` of the
-    uniform distribution over them (:func:`sample_tokens`).
+    is not fed to ``prefixes``. A row whose episode has a grammar samples only the ids it allows, and where the
+    call chooses its next word (after ``<call>``, the tool and each argument:
+    :meth:`~pglab.sampling.call_grammar.CallGrammar.between_words`; whether to call at all stays the policy's) mixes
+    in the share ``explore`` of the uniform distribution over them (:func:`sample_tokens`).
     """
     calls = {e: _Call() for e in rows}
     writing = list(rows)
@@ -275,7 +276,8 @@ def _sample_calls(prefixes: Prefixes, logits: torch.Tensor, layout: Layout, epis
         grammars = [episodes[e].grammar for e in writing]
         texts = [layout.call_text(calls[e].ids) if grammar else "" for e, grammar in zip(writing, grammars)]
         allowed, picked = _allowed_mask(grammars, texts, table, logits.shape[-1])
-        shares = (torch.tensor([explore if row and calls[e].ids else 0.0 for e, row in zip(writing, picked)])
+        shares = (torch.tensor([explore if row and grammar.between_words(text) else 0.0
+                                for row, grammar, text in zip(picked, grammars, texts)])
                   if explore and allowed is not None else None)
         tokens, token_logps = sample_tokens(logits.cpu(), generator, temperature, allowed, shares)
         for e, t, lp, row in zip(writing, tokens, token_logps, picked):
