@@ -4,7 +4,7 @@ swept and checked.
 Without --acceptance: the sweep of the learning rate, the advantage and the format cost over the small tool
 environments of tests/support/tool_envs.py (seed 0, short runs, one at a time). With --acceptance: the default
 settings (AgentConfig's USER_ENV) on each environment and on those held out of the sweep (or on --envs only), at
-seeds 0 and 1 (--calls free|constrained, --explore E, --is-correction C: every run samples and weighs so). Each run
+seeds 0 and 1 (--calls, --explore, --is-correction, --steps, --episodes-per-step: every run's setting). Each run
 is measured on the 8 held-out seeds x 8 episodes before and after training; OUT gets runs.json (one row per run,
 with the command) and report.md.
 """
@@ -85,6 +85,8 @@ def main() -> None:
     parser.add_argument("--calls", choices=CALLS, help="how every run samples a turn (default: train-agent's)")
     parser.add_argument("--explore", type=float, help="every run's --explore (default: train-agent's)")
     parser.add_argument("--is-correction", help="every run's --is-correction (default: train-agent's)")
+    for flag in ("--steps", "--episodes-per-step"):
+        parser.add_argument(flag, type=int, help=f"every run's {flag} (default: train-agent's)")
     args = parser.parse_args()
     if args.envs and not args.acceptance:
         parser.error("--envs goes with --acceptance; the sweep runs every environment of ENVS")
@@ -93,7 +95,8 @@ def main() -> None:
     command = "python scripts/agent_sweep.py " + " ".join(sys.argv[1:])
     rows = []
     for env, settings, seed in track(plan(args.acceptance, args.seeds, args.envs), "train-agent runs"):
-        chosen = {k: getattr(args, k) for k in ("calls", "explore", "is_correction") if getattr(args, k) is not None}
+        chosen = {k: getattr(args, k) for k in ("calls", "explore", "is_correction", "steps", "episodes_per_step")
+                  if getattr(args, k) is not None}
         rows.append(run_one(env, {**settings, **chosen}, seed, out / "runs"))
         (out / "runs.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
         (out / "report.md").write_text(markdown(rows, command, args.acceptance))

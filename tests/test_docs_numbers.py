@@ -10,6 +10,7 @@ import json
 import pytest
 
 from support import ROOT
+from support.tool_envs import meets_goal
 
 spec = importlib.util.spec_from_file_location("docs_numbers", ROOT / "scripts" / "docs_numbers.py")
 docs_numbers = importlib.util.module_from_spec(spec)
@@ -49,10 +50,6 @@ def test_render_keeps_the_digits_the_text_shows():
     assert missing == ["x:e"]
 
 
-BLIND_HALF = ("parity", "stove")
-"""The acceptance environments where a blind guess gets half (the goal there: held-out reward 0.7)."""
-
-
 def _agent_rows(*names: str) -> list[dict]:
     sweeps = ROOT / "docs" / "results" / "agent-sweep"
     return [r for name in names for r in json.loads((sweeps / name / "runs.json").read_text())["rows"]]
@@ -87,8 +84,7 @@ def test_the_tool_agent_acceptance_counts_in_the_text_are_the_committed_runs():
     held-out reward, runs ending at 0.9 or more, the fresh environments' share, and the defaults sweeps' mean gains
     of the two rates."""
     def met(runs):
-        return sum(r["trained_heldout"] >= 0.7 if r["env"] in BLIND_HALF else
-                   r["trained_heldout"] - r["base_heldout"] >= 0.3 for r in runs)
+        return sum(meets_goal(r["env"], r["base_heldout"], r["trained_heldout"]) for r in runs)
 
     def gain(runs, rate):
         picked = [r["heldout_gain"] for r in runs if r["learning_rate"] == rate and r["advantage"] == "reinforce"

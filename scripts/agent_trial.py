@@ -1,0 +1,68 @@
+"""agent_trial.py INCUMBENT CANDIDATE [--fresh ENV ...] [--out FILE]: a change of train-agent's defaults judged on
+paired acceptance runs (scripts/agent_sweep.py --acceptance, the same environments and seeds on one machine).
+
+Prints, over every (environment, seed) both folders ran: the mean trained held-out reward of each, their paired
+difference with its standard error (the spread of the per-run differences over sqrt(runs)), the runs meeting the
+acceptance goal (held-out reward up 0.3, or to 0.7 where a blind guess gets half), the same for the --fresh
+environments alone, and each environment's held-out reward before -> after on both sides.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from support.tool_envs import meets_goal  # noqa: E402
+
+
+def runs(folder: Path) -> dict[tuple[str, int], dict]:
+    return {(r["env"], r["seed"]): r for r in json.loads((folder / "runs.json").read_text())["rows"]}
+
+
+def verdict(old: dict, new: dict, keys: list) -> list[str]:
+    """The summary lines of the runs ``keys``."""
+    gaps = [new[k]["trained_heldout"] - old[k]["trained_heldout"] for k in keys]
+    gap = statistics.fmean(gaps)
+    se = statistics.stdev(gaps) / len(gaps) ** 0.5 if len(gaps) > 1 else float("nan")
+
+    def mean(side):
+        return statistics.fmean(side[k]["trained_heldout"] for k in keys)
+
+    def met(side):
+        return sum(meets_goal(k[0], side[k]["base_heldout"], side[k]["trained_heldout"]) for k in keys)
+
+    return [f"- runs: {len(keys)}; mean trained held-out reward: incumbent {mean(old):.3f}, candidate {mean(new):.3f}; "
+            f"paired difference {gap:+.3f} (se {se:.3f}, {gap / se:+.1f} se)",
+            f"- runs meeting the goal: incumbent {met(old)}, candidate {met(new)}"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("incumbent", type=Path)
+    parser.add_argument("candidate", type=Path)
+    parser.add_argument("--fresh", nargs="*", default=[], help="environments written just before the trial")
+    parser.add_argument("--out", type=Path, help="also write the summary here")
+    args = parser.parse_args()
+    old, new = runs(args.incumbent), runs(args.candidate)
+    keys = sorted(old.keys() & new.keys(), key=lambda k: (k[1], list(old).index(k)))
+    lines = [f"`python scripts/agent_trial.py {' '.join(sys.argv[1:])}`", "", "All paired runs:", "",
+             *verdict(old, new, keys)]
+    fresh = [k for k in keys if k[0] in args.fresh]
+    if fresh:
+        lines += ["", f"The fresh environments ({', '.join(args.fresh)}):", "", *verdict(old, new, fresh)]
+    lines += ["", "| environment | seed | incumbent | candidate |", "|---|---|---|---|"]
+    lines += [f"| {env} | {seed} | {old[env, seed]['base_heldout']:.2f} -> {old[env, seed]['trained_heldout']:.2f} | "
+              f"{new[env, seed]['base_heldout']:.2f} -> {new[env, seed]['trained_heldout']:.2f} |"
+              for env, seed in keys]
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if args.out:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
