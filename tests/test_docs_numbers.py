@@ -186,3 +186,31 @@ def test_the_lm_kl_sweep_numbers_in_experiments_md_are_the_committed_sweep():
     assert f"({round(min(seconds), -1):,.0f}-{round(max(seconds), -1):,.0f} s a run" in text
     assert f"held at {sum(r['passed'] for r in runs)} of {len(runs)}. Over its {len(z)} k1 claims the z's have rms " \
            f"{rms:.2f} (largest |z| {max(z):.2f})" in text
+
+
+def test_the_exploration_pilot_numbers_in_agents_md_are_the_committed_pilots():
+    """The pilots' means over their eight environments and the rewards quoted beside them (docs/agents.md's
+    Exploration section) are those of docs/results/agent-sweep/pilot/*/runs.json."""
+    pilot = ROOT / "docs" / "results" / "agent-sweep" / "pilot"
+
+    def rows(name):
+        return {r["env"]: r["trained_heldout"] for r in json.loads((pilot / name / "runs.json").read_text())["rows"]}
+
+    def mean(name):
+        return f"{sum(rows(name).values()) / 8:.2f}"
+
+    every = sorted(float(mean(name)) for name in ("e1none", "e2none", "e2tis", "e5tis"))
+    text = " ".join((ROOT / "docs" / "agents.md").read_text().split())
+    assert f"was {mean('e0')} with the defaults, {mean('b2tis')} and {mean('b3none')} with the mixture at word " \
+           f"choices" in text and f"and {every[0]:.2f}-{every[-1]:.2f} with it at every token" in text
+    assert f"road fell from {rows('e0')['road']:.2f} to {rows('b2tis')['road']:.2f} and {rows('b3none')['road']:.2f}" \
+           in text
+    assert all(rows(name)[env] == 0 for name in ("e0", "b2tis", "b3none") for env in ("colour", "spell", "dose",
+                                                                                     "hotel"))
+    assert f"gave a mean of {mean('p64')} (dose 0.00 -> {rows('p64')['dose']:.2f}, road {rows('p64')['road']:.2f}), " \
+           f"120 steps of 32 gave {mean('s120')}" in text
+    plan = (ROOT / "docs" / "results" / "agent-sweep" / "trial-budget" / "PLAN.md").read_text()
+    plan = " ".join(plan.split())
+    assert f"dose 0.00 -> {rows('p64')['dose']:.2f}, road {rows('e0')['road']:.2f} -> {rows('p64')['road']:.2f}, " \
+           f"hotel 0.00 -> {rows('p64')['hotel']:.2f}" in plan and f"120 steps of 32 gave road " \
+           f"{rows('s120')['road']:.2f}" in plan
