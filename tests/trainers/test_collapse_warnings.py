@@ -162,16 +162,28 @@ def test_the_lines_go_into_result_json_both_reports_and_the_console(tmp_path, ca
 
 
 @pytest.mark.experiment
-def test_the_docs_calculator_skips_every_step_and_train_agent_says_so(tmp_path, monkeypatch, capsys, one_thread):
+def test_a_calculator_that_never_rewards_skips_every_step_and_train_agent_says_so(tmp_path, monkeypatch, capsys,
+                                                                                   one_thread):
     from pglab.cli import main
     from support import ROOT
     from support.docs import python_blocks
 
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "calc_env.py").write_text(python_blocks(ROOT / "docs" / "agents.md")[0])
-    # no cost and free calls: the quick agent's reward is 0 everywhere, so no step has a gradient
-    assert main(["train-agent", "--env", "calc_env:make_env", "--quick", "--format-penalty", "0", "--calls", "free",
-                 "--out", str(tmp_path / "run")]) == 0
+    # the docs' calculator with its reward taken away (the quick agent solves the real one now and then, more or less
+    # often on the CPU that built it) and no format cost: every reward is 0, so no step has a gradient
+    (tmp_path / "calc_env.py").write_text(python_blocks(ROOT / "docs" / "agents.md")[0] + """
+
+class Unrewarded(Calculator):
+    def step(self, text):
+        observation, _, done, info = super().step(text)
+        return observation, 0.0, done, info
+
+
+def make_unrewarded():
+    return Unrewarded()
+""")
+    assert main(["train-agent", "--env", "calc_env:make_unrewarded", "--quick", "--format-penalty", "0", "--calls",
+                 "free", "--out", str(tmp_path / "run")]) == 0
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert len(printed) == 1 and printed[0].startswith("warning: 3 of 3 steps skipped with a zero gradient")
