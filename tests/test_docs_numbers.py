@@ -214,3 +214,54 @@ def test_the_exploration_pilot_numbers_in_agents_md_are_the_committed_pilots():
     assert f"dose 0.00 -> {rows('p64')['dose']:.2f}, road {rows('e0')['road']:.2f} -> {rows('p64')['road']:.2f}, " \
            f"hotel 0.00 -> {rows('p64')['hotel']:.2f}" in plan and f"120 steps of 32 gave road " \
            f"{rows('s120')['road']:.2f}" in plan
+
+
+def test_the_budget_trial_numbers_and_table_in_agents_md_are_the_committed_trial():
+    """docs/agents.md's trial of 64 episodes per step: its means, paired difference and se, longest runs, goal
+    counts (all runs and the six fresh environments), the build-to-build comparison, and its table (64 and 32 per
+    step from trial-budget/, the earlier build from acceptance-names/ and fresh-five/)."""
+    import re
+    import statistics
+
+    def keyed(*names):
+        return {(r["env"], r["seed"]): r for r in _agent_rows(*names)}
+
+    new, old = keyed("trial-budget/candidate"), keyed("trial-budget/incumbent")
+    earlier = keyed("acceptance-names", "fresh-five")
+    assert new.keys() == old.keys() and len(new) == 76
+
+    def met(side, keys):
+        return sum(meets_goal(k[0], side[k]["base_heldout"], side[k]["trained_heldout"]) for k in keys)
+
+    def mean(side, keys):
+        return f"{statistics.fmean(side[k]['trained_heldout'] for k in keys):.2f}"
+
+    gaps = [new[k]["trained_heldout"] - old[k]["trained_heldout"] for k in new]
+    se = statistics.stdev(gaps) / len(gaps) ** 0.5
+    text = " ".join((ROOT / "docs" / "agents.md").read_text().split())
+    assert f"was met: {mean(new, new)} against {mean(old, old)} (difference {statistics.fmean(gaps):.3f}, se " \
+           f"{se:.3f}, over {len(gaps)} paired runs)" in text and statistics.fmean(gaps) > 2 * se
+    longest = [max(r["seconds"] for r in side.values()) for side in (new, old)]
+    assert f"took {longest[0]:.0f} s ({longest[1]:.0f} s with 32)" in text and longest[0] < 300
+    assert f"It meets the goal in {met(new, new)} of {len(new)} runs against {met(old, old)}" in text
+    fresh = [k for k in new if k[0] in ("parcel", "booking", "platform", "tip", "score", "shoes")]
+    assert f"with 64 episodes per step {met(new, fresh)} of their {len(fresh)} runs meet the goal ({met(old, fresh)} " \
+           "with 32)" in text
+    assert f"With 64 episodes per step (the trial above) {met(new, new)} of {len(new)} runs meet the goal and " \
+           f"{met(new, fresh)} of the {len(fresh)} runs on the six" in text
+    common = [k for k in old if k in earlier]
+    flips = [k for k in common if met(old, [k]) != met(earlier, [k])]
+    assert f"{met(old, common)} of {len(common)} runs meet the goal on each build and the mean trained held-out " \
+           f"reward is {mean(old, common)} here against {mean(earlier, common)} there, yet {len(flips)} runs" in text
+    assert met(old, common) == met(earlier, common)
+
+    def cell(side, key):
+        return f"{side[key]['base_heldout']:.2f} -> {side[key]['trained_heldout']:.2f}" if key in side else "not run"
+
+    raw = (ROOT / "docs" / "agents.md").read_text()
+    table = raw[raw.index("| environment | 64 per step, seed 0 |"):].split("\n\n")[0].split("\n", 2)[2]
+    rows = re.findall(r"^\| (\w+)[^|]* \|" + r" ([^|]+) \|" * 6 + "$", table, re.M)
+    assert len(rows) == 38
+    for env, *cells in rows:
+        expected = [cell(side, (env, seed)) for side in (new, old, earlier) for seed in (0, 1)]
+        assert [c.strip() for c in cells] == expected, env
