@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="also write the summary here")
     args = parser.parse_args()
     old, new = runs(args.incumbent), runs(args.candidate)
-    keys = sorted(old.keys() & new.keys(), key=lambda k: (k[1], list(old).index(k)))
+    keys = sorted((k for k in old if k in new), key=lambda k: k[1])      # by seed, in the sweep's order
     lines = [f"`python scripts/agent_trial.py {' '.join(sys.argv[1:])}`", "", "All paired runs:", "",
              *verdict(old, new, keys)]
     fresh = [k for k in keys if k[0] in args.fresh]

@@ -55,6 +55,17 @@ def _agent_rows(*names: str) -> list[dict]:
     return [r for name in names for r in json.loads((sweeps / name / "runs.json").read_text())["rows"]]
 
 
+def _met(runs) -> int:
+    """How many of the sweep rows ``runs`` meet the acceptance goal."""
+    return sum(meets_goal(r["env"], r["base_heldout"], r["trained_heldout"]) for r in runs)
+
+
+def _mean(runs) -> str:
+    """The mean trained held-out reward of the sweep rows ``runs``, as the docs print it."""
+    runs = list(runs)
+    return f"{sum(r['trained_heldout'] for r in runs) / len(runs):.2f}"
+
+
 def test_the_tool_agent_acceptance_table_is_the_committed_runs():
     """docs/agents.md's acceptance table (held-out reward before -> after) is what the committed agent sweeps hold:
     the argument-name rule from acceptance-names/ and fresh-five/, version 9 before it from acceptance-v9/ and
@@ -83,16 +94,12 @@ def test_the_tool_agent_acceptance_counts_in_the_text_are_the_committed_runs():
     runs meeting the goal (held-out reward up 0.3, or to 0.7 where a blind guess gets half), the mean trained
     held-out reward, runs ending at 0.9 or more, the fresh environments' share, and the defaults sweeps' mean gains
     of the two rates."""
-    def met(runs):
-        return sum(meets_goal(r["env"], r["base_heldout"], r["trained_heldout"]) for r in runs)
+    met, mean = _met, _mean
 
     def gain(runs, rate):
         picked = [r["heldout_gain"] for r in runs if r["learning_rate"] == rate and r["advantage"] == "reinforce"
                   and r["format_penalty"] == 0.1]
         return f"{sum(picked) / len(picked):.2f}"
-
-    def mean(runs):
-        return f"{sum(r['trained_heldout'] for r in runs) / len(runs):.2f}"
 
     names, v9 = _agent_rows("acceptance-names"), _agent_rows("acceptance-v9", "fresh-before-names")
     v8, free = _agent_rows("acceptance-calls", "fresh-before-v9"), _agent_rows("acceptance-calls-free")
@@ -231,10 +238,10 @@ def test_the_budget_trial_numbers_and_table_in_agents_md_are_the_committed_trial
     assert new.keys() == old.keys() and len(new) == 76
 
     def met(side, keys):
-        return sum(meets_goal(k[0], side[k]["base_heldout"], side[k]["trained_heldout"]) for k in keys)
+        return _met(side[k] for k in keys)
 
     def mean(side, keys):
-        return f"{statistics.fmean(side[k]['trained_heldout'] for k in keys):.2f}"
+        return _mean(side[k] for k in keys)
 
     gaps = [new[k]["trained_heldout"] - old[k]["trained_heldout"] for k in new]
     se = statistics.stdev(gaps) / len(gaps) ** 0.5

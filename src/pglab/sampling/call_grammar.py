@@ -115,11 +115,15 @@ class CallGrammar:
         given = len(done) - 2
         return (self.words if given < high else set()) | ({CLOSE} if given >= low else set())
 
+    def _whole(self, words: Sequence[str]) -> bool:
+        """Whether ``words`` are the first whole words of a valid call."""
+        return all(word in self._choices(words[:i]) for i, word in enumerate(words))
+
     def continuations(self, text: str) -> set[str]:
         """Every string that, written after ``text`` (a call so far), completes the current word, or completes it
         and writes the next with its space; empty when ``text`` is not the start of a valid call."""
         *done, partial = text.split(" ")
-        if any(word not in self._choices(done[:i]) for i, word in enumerate(done)):
+        if not self._whole(done):
             return set()
         here = self._choices(done)
         out = {word[len(partial):] for word in here if word.startswith(partial)}
@@ -130,8 +134,8 @@ class CallGrammar:
     def between_words(self, text: str) -> bool:
         """Whether the call text ``text`` ends with a whole word of a valid call (``<call>``, a tool, an argument):
         where the next token may start a new word, the places where a call chooses."""
-        *done, last = text.split(" ")
-        return all(word in self._choices(done[:i]) for i, word in enumerate([*done, last])) and last != CLOSE
+        words = text.split(" ")
+        return self._whole(words) and words[-1] != CLOSE
 
     def allowed(self, text: str) -> tuple[int, ...]:
         """The ids allowed after the call text ``text`` (sorted): those whose text is a prefix of a continuation,

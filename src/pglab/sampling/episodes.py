@@ -13,6 +13,7 @@ the transcript is never decoded and tokenised again.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -331,8 +332,9 @@ def collect_episodes(policy: TokenPolicy | torch.nn.Module, layout: Layout, envs
     it), after ``max_turns`` calls, or when one more call might not fit the policy's max_length.
     ``rewards`` [B] are the sums of each episode's step rewards; ``logp_old`` holds the sampling
     log-probabilities; ``info[b]`` the :class:`EpisodeLog`. Rows with equal seeds share a group
-    unless ``group`` is given. ``explore`` > 0 (constrained calls only) samples inside each call from the
-    exploring mixture of :func:`sample_tokens`, and ``logp_old`` holds the mixture's log-probabilities.
+    unless ``group`` is given. ``explore`` > 0 (constrained calls only) samples where each call chooses a word from
+    the exploring mixture of :func:`sample_tokens`; ``logp_old`` then holds the mixture's log-probabilities, and so
+    does ``rollout_logp``: the sampler is not the policy.
     """
     policy = as_policy(policy)
     was_training = policy.module.training
@@ -370,8 +372,9 @@ def collect_episodes(policy: TokenPolicy | torch.nn.Module, layout: Layout, envs
         group = [order.index(int(s)) for s in seeds]
     constrained = (([e.allowed for e in episodes], table.table(logits.shape[-1]))
                    if any(e.grammar for e in episodes) else None)
-    return collate([(e.ids, e.owner) for e in episodes], [e.reward for e in episodes], layout.pad_id, group=group,
-                   logp=[e.logp for e in episodes], info=[e.log for e in episodes], allowed=constrained)
+    batch = collate([(e.ids, e.owner) for e in episodes], [e.reward for e in episodes], layout.pad_id, group=group,
+                    logp=[e.logp for e in episodes], info=[e.log for e in episodes], allowed=constrained)
+    return dataclasses.replace(batch, rollout_logp=batch.logp_old) if explore else batch
 
 
 def episode_stats(batch: TokenBatch, *, call_stops: bool = False) -> dict[str, float]:

@@ -94,16 +94,13 @@ class ReinforceSettings:
     """ppo only: the dual clip's cap c > 1 (None: none)."""
     is_correction: str = "none"
     """The mismatch correction (UpdateSpec.is_correction); a no-op unless the sampler is not the policy (staleness
-    or explore > 0)."""
+    > 0, or a collector that explores and says so in the batch's rollout_logp)."""
     is_cap: float = 2.0
     """The correction's bound C >= 1: TIS's cap, the masks' [1 / C, C]."""
     num_iterations: int = 1
     """Optimiser steps per collected batch, each against the policy before the first (reinforce: PPO's clip)."""
     staleness: int = 0
     """Collect each step's episodes with the parameters of this many steps earlier (0: the current ones)."""
-    explore: float = 0.0
-    """The share of uniform exploration the source's collector mixes into the training episodes' calls (the
-    collector's own setting, said here so that the update keeps the sampler's log-probs for is_correction)."""
     eval_every: int = 10
     """Steps between held-out evaluations (one also runs before the first step and after the last)."""
     eval_per_task: int = 8
@@ -123,7 +120,7 @@ class ReinforceSettings:
                 "baseline_init": self.baseline_init, "beta": self.beta, "kl_in": self.kl_in, "loss": self.loss,
                 "epsilon": self.epsilon, "epsilon_high": self.epsilon_high, "dual_clip": self.dual_clip,
                 "is_correction": self.is_correction, "is_cap": self.is_cap, "num_iterations": self.num_iterations,
-                "staleness": self.staleness, "explore": self.explore}
+                "staleness": self.staleness}
 
     def update_spec(self, processes: int) -> UpdateSpec:
         """The update of every step: this advantage, loss and correction over groups of ``group`` episodes."""
@@ -192,11 +189,11 @@ def check_format_penalty(cost: float) -> None:
         raise ValueError(f"format_penalty is the cost of one malformed call, a finite number >= 0; got {cost!r}")
 
 
-def sampled(batch: TokenBatch, off_policy: bool) -> TokenBatch:
+def sampled(batch: TokenBatch, stale: bool) -> TokenBatch:
     """The collected ``batch`` with the collector's log-probs as the sampler's (rollout_logp) when the sampler is
-    not the policy (stale, or exploring), else dropped: the loss's pi_old is the trained policy's own log-probs
-    before the update."""
-    return dataclasses.replace(batch, logp_old=None, rollout_logp=batch.logp_old if off_policy else None)
+    stale, else with the collector's own rollout_logp (set by one that explores; None on-policy); logp_old is
+    dropped: the loss's pi_old is the trained policy's own log-probs before the update."""
+    return dataclasses.replace(batch, logp_old=None, rollout_logp=batch.logp_old if stale else batch.rollout_logp)
 
 
 class EpisodeReinforce:
@@ -232,7 +229,7 @@ class EpisodeReinforce:
         mine = keys[self.rank * self.local:(self.rank + 1) * self.local]
         sampler = self.stale.advance(self.policy.module) if self.stale else self.policy
         collected = source.collect(sampler, mine, step_generator(s.seed, step, 1 + self.rank), True)
-        batch = sampled(collected, self.stale is not None or s.explore > 0).to(self.device)
+        batch = sampled(collected, self.stale is not None).to(self.device)
         if s.beta > 0:
             with torch.no_grad():
                 batch.ref_logp = sequence_log_probs(self.reference, batch) * batch.action_mask

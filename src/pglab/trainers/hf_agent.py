@@ -303,7 +303,7 @@ def reinforce_settings(cfg: AgentConfig) -> ReinforceSettings:
                              eval_every=cfg.eval_every, eval_per_task=cfg.eval_per_task, seed=cfg.seed, loss=cfg.loss,
                              epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high, dual_clip=cfg.dual_clip,
                              is_correction=cfg.is_correction, is_cap=cfg.is_cap, num_iterations=cfg.num_iterations,
-                             staleness=cfg.staleness, explore=cfg.explore)
+                             staleness=cfg.staleness)
 
 
 def episode_source(cfg: AgentConfig, layout: TextLayout, make_env: Callable[[str], TextTurnEnv]) -> EpisodeSource:
@@ -357,7 +357,7 @@ def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resum
                              RunSettings(out=out, resume=resume, stop_at=stop_at, progress=progress),
                              reference=reference, resume_check={
                                  "model": cfg.model, "default_size": cfg.default_size, "env": cfg.env,
-                                 "format_penalty": cfg.format_penalty, "calls": cfg.calls,
+                                 "format_penalty": cfg.format_penalty, "calls": cfg.calls, "explore": cfg.explore,
                                  "max_call_tokens": cfg.max_call_tokens,
                                  "max_obs_tokens": cfg.max_obs_tokens})
         after = measure()
