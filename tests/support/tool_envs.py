@@ -1118,9 +1118,192 @@ def shoes() -> Shoes:
     return Shoes()
 
 
+class Parking:
+    """Which level a car is on: <call> locate PLATE </call> answers the level and the bay in a sentence,
+    <call> go LEVEL </call> ends (an answer tool not named like one, and the bay a number beside the level)."""
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        letters = "ABCDEFGHKLMNPRSTVWXYZ"
+        self.cars = {rng.choice(letters) + rng.choice(letters) + str(rng.randint(100, 999)):
+                     (str(rng.randint(1, 6)), str(rng.randint(10, 80))) for _ in range(6)}
+        self.plate, self.turns = rng.choice(sorted(self.cars)), 0
+        return (f"I forgot where I left my car this morning, the one with plate {self.plate}. Which level should I "
+                "take the lift to?\nTools: <call> locate PLATE </call> finds a parked car; <call> go LEVEL </call> "
+                "takes the lift.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "locate" and len(call[1]) == 1:
+            found = self.cars.get(call[1][0])
+            return (f"Car {call[1][0]} is on level {found[0]}, bay {found[1]}." if found
+                    else "No car with that plate."), 0.0, last, {}
+        if call and call[0] == "go" and len(call[1]) == 1:
+            return "the lift is moving", float(call[1][0] == self.cars[self.plate][0]), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def parking() -> Parking:
+    return Parking()
+
+
+class Freezer:
+    """A cabinet's temperature for an inspection log: <call> sensor CABINET </call> reads it (fridges a few degrees
+    above zero, freezers well below), <call> record DEGREES </call> ends."""
+
+    FRIDGES, FREEZERS = ("dairy", "salad", "drinks"), ("meat", "fish", "icecream")
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.temps = {c: rng.randint(1, 7) if c in self.FRIDGES else rng.randint(-25, -12)
+                      for c in self.FRIDGES + self.FREEZERS}
+        self.cabinet, self.turns = rng.choice(sorted(self.temps)), 0
+        return (f"Health inspection today: please record the temperature of the {self.cabinet} cabinet. "
+                "<call> sensor CABINET </call> reads a cabinet's thermometer and <call> record DEGREES </call> "
+                "writes the reading into the log.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "sensor" and len(call[1]) == 1:
+            found = self.temps.get(call[1][0])
+            return (f"{call[1][0]} cabinet: {found} C" if found is not None else "no such cabinet"), 0.0, last, {}
+        if call and call[0] == "record" and len(call[1]) == 1:
+            return "logged", float(call[1][0] == str(self.temps[self.cabinet])), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def freezer() -> Freezer:
+    return Freezer()
+
+
+class Refund:
+    """A refund, three tools: <call> order NUMBER </call> (how many items at what price, in a sentence),
+    <call> multiply A B </call>, then <call> refund AMOUNT </call>."""
+
+    ITEMS = ("mugs", "plates", "lamps", "chairs", "towels", "candles")
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.number, self.count, self.price = str(rng.randint(1000, 9999)), rng.randint(2, 9), rng.randint(3, 60)
+        self.item, self.turns = rng.choice(self.ITEMS), 0
+        return (f"A customer says order {self.number} arrived broken and wants all the money back. How much do we "
+                "refund? Tools: <call> order NUMBER </call> shows an order. <call> multiply A B </call> multiplies "
+                "two numbers. <call> refund AMOUNT </call> pays the customer back.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "order" and len(call[1]) == 1:
+            return (f"order {self.number}: {self.count} {self.item} at {self.price} dollars each, delivered"
+                    if call[1][0] == self.number else "no order with that number"), 0.0, last, {}
+        if call and call[0] == "multiply" and len(call[1]) == 2 and all(a.lstrip("-").isdigit() for a in call[1]):
+            return str(int(call[1][0]) * int(call[1][1])), 0.0, last, {}
+        if call and call[0] == "refund" and len(call[1]) == 1:
+            return "refunded", float(call[1][0] == str(self.count * self.price)), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def refund() -> Refund:
+    return Refund()
+
+
+class Synonym:
+    """Another word for a word: <call> thesaurus WORD </call> lists three, <call> pick WORD </call> ends (any of the
+    three is right, the word itself is not)."""
+
+    WORDS = {"big": ("large", "huge", "vast"), "fast": ("quick", "rapid", "swift"), "happy": ("glad", "cheerful",
+             "merry"), "angry": ("cross", "furious", "mad"), "small": ("little", "tiny", "minor"),
+             "clever": ("smart", "bright", "wise"), "tired": ("weary", "sleepy", "drained"),
+             "old": ("ancient", "aged", "elderly"), "brave": ("bold", "daring", "fearless"),
+             "quiet": ("silent", "calm", "still")}
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.word, self.turns = rng.choice(sorted(self.WORDS)), 0
+        return (f"I keep using the word {self.word} in my essay. Give me another word that means the same. "
+                "<call> thesaurus WORD </call> lists similar words; <call> pick WORD </call> gives your choice.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "thesaurus" and len(call[1]) == 1:
+            found = self.WORDS.get(call[1][0])
+            return (f"words like {call[1][0]}: {', '.join(found)}" if found else "no entry"), 0.0, last, {}
+        if call and call[0] == "pick" and len(call[1]) == 1:
+            return "thanks", float(call[1][0] in self.WORDS[self.word]), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def synonym() -> Synonym:
+    return Synonym()
+
+
+class Clock:
+    """The hour in another city, three tools: <call> offset CITY </call> (how many hours ahead, in a sentence),
+    <call> add A B </call>, then <call> tell HOUR </call> (an answer tool not named like one)."""
+
+    CITIES = ("dubai", "delhi", "bangkok", "tokyo", "sydney", "moscow", "nairobi")
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.ahead = {city: rng.randint(1, 11) for city in self.CITIES}
+        self.city, self.now, self.turns = rng.choice(self.CITIES), rng.randint(1, 12), 0
+        return (f"It is {self.now} o'clock in london right now. What hour is it in {self.city}? "
+                "<call> offset CITY </call> says how far ahead of london a city is, <call> add A B </call> adds two "
+                "numbers and <call> tell HOUR </call> gives the hour.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "offset" and len(call[1]) == 1:
+            found = self.ahead.get(call[1][0])
+            return (f"{call[1][0]} is {found} hours ahead of london" if found else "unknown city"), 0.0, last, {}
+        if call and call[0] == "add" and len(call[1]) == 2 and all(a.lstrip("-").isdigit() for a in call[1]):
+            return str(int(call[1][0]) + int(call[1][1])), 0.0, last, {}
+        if call and call[0] == "tell" and len(call[1]) == 1:
+            return "ok", float(call[1][0] == str(self.now + self.ahead[self.city])), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def clock() -> Clock:
+    return Clock()
+
+
+class Vote:
+    """Who won a vote between two names of the prompt: <call> tally NAME </call> counts one's votes, <call> winner
+    NAME </call> ends (a blind guess between the two gets half)."""
+
+    NAMES = ("anna", "ben", "carla", "dev", "emma", "farid", "grace", "hugo")
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.pair = rng.sample(self.NAMES, 2)
+        votes = rng.sample(range(3, 40), 2)
+        self.votes, self.turns = dict(zip(self.pair, votes)), 0
+        return (f"The club voted for a new captain between {self.pair[0]} and {self.pair[1]}. Who won? "
+                "<call> tally NAME </call> counts the votes for a name and <call> winner NAME </call> announces "
+                "the winner.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "tally" and len(call[1]) == 1:
+            found = self.votes.get(call[1][0])
+            return (f"{call[1][0]}: {found} votes" if found is not None else "nobody by that name"), 0.0, last, {}
+        if call and call[0] == "winner" and len(call[1]) == 1:
+            return "announced", float(call[1][0] == max(self.votes, key=self.votes.get)), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def vote() -> Vote:
+    return Vote()
+
+
 ENVS = {"calculator": calculator, "word": word, "lookup": lookup, "parity": parity}
 """The sweep's environments by name."""
-BLIND_HALF = ("parity", "stove")
+BLIND_HALF = ("parity", "stove", "vote")
 """The environments where a blind guess gets half: their acceptance goal is a trained held-out reward of 0.7."""
 
 
@@ -1136,7 +1319,8 @@ HELD_OUT_ENVS = {"multiplier": multiplier, "capital": capital, "convert": conver
                  "library": library, "flight": flight, "age": age, "stove": stove, "recipe": recipe, "plural": plural,
                  "bus": bus, "spell": spell, "warehouse": warehouse, "password": password, "dose": dose,
                  "parcel": parcel, "booking": booking, "platform": platform, "tip": tip, "score": score,
-                 "shoes": shoes}
+                 "shoes": shoes, "parking": parking, "freezer": freezer, "refund": refund, "synonym": synonym,
+                 "clock": clock, "vote": vote}
 """Environments the defaults were not chosen on (only the acceptance runs use them). The tool-use corpus was changed
 after the capital (version 6: questions that name a tool), the convert (version 7: tools of a number and a word,
 invented descriptions) and the convert and stock (version 8) failed; ``weather`` and ``area`` were written before
@@ -1151,4 +1335,6 @@ and ``plural`` after every measurement of version 9 and before the change it sug
 arguments), and before any run of them; ``bus``, ``spell``, ``warehouse``, ``password`` and ``dose`` after every
 measurement of that change and before the corpus change it suggested (answer tools of any name), and before any run
 of them; ``parcel``, ``booking``, ``platform``, ``tip``, ``score`` and ``shoes`` after every measurement of the
-argument-name rule and the corpus-10 trial and before the exploration change, and before any run of them."""
+argument-name rule and the corpus-10 trial and before the exploration change, and before any run of them;
+``parking``, ``freezer``, ``refund``, ``synonym``, ``clock`` and ``vote`` after the trial of 64 episodes per step
+and before the trial of the novelty bonus, and before any run of them."""
