@@ -4,9 +4,9 @@ swept and checked.
 Without --acceptance: the sweep of the learning rate, the advantage and the format cost over the small tool
 environments of tests/support/tool_envs.py (seed 0, short runs, one at a time). With --acceptance: the default
 settings (AgentConfig's USER_ENV) on each environment and on those held out of the sweep (or on --envs only), at
-seeds 0 and 1 (--calls, --explore, --is-correction, --steps, --episodes-per-step: every run's setting). Each run
-is measured on the 8 held-out seeds x 8 episodes before and after training; OUT gets runs.json (one row per run,
-with the command) and report.md.
+seeds 0 and 1 (--calls, --explore, --novelty, --is-correction, --steps, --episodes-per-step: every run's
+setting). Each run is measured on the 8 held-out seeds x 8 episodes before and after training; OUT gets runs.json
+(one row per run, with the command) and report.md.
 """
 
 import argparse
@@ -27,6 +27,8 @@ from support.tool_envs import ENVS, HELD_OUT_ENVS  # noqa: E402
 
 GRID = {"learning_rate": (1e-3, 3e-3), "advantage": ("reinforce", "rloo"), "format_penalty": (0.0, 0.1)}
 """The swept settings (the rest at USER_ENV's)."""
+CHOSEN = ("calls", "explore", "novelty", "is_correction", "steps", "episodes_per_step")
+"""The settings an acceptance run may be given (every run the same)."""
 SWEEP_SCHEDULE = {"steps": 30, "episodes_per_step": 32}
 """The sweep's short runs."""
 
@@ -84,6 +86,7 @@ def main() -> None:
                         help="the acceptance runs' environments (default: all)")
     parser.add_argument("--calls", choices=CALLS, help="how every run samples a turn (default: train-agent's)")
     parser.add_argument("--explore", type=float, help="every run's --explore (default: train-agent's)")
+    parser.add_argument("--novelty", type=float, help="every run's --novelty (default: train-agent's)")
     parser.add_argument("--is-correction", help="every run's --is-correction (default: train-agent's)")
     for flag in ("--steps", "--episodes-per-step"):
         parser.add_argument(flag, type=int, help=f"every run's {flag} (default: train-agent's)")
@@ -95,8 +98,7 @@ def main() -> None:
     command = "python scripts/agent_sweep.py " + " ".join(sys.argv[1:])
     rows = []
     for env, settings, seed in track(plan(args.acceptance, args.seeds, args.envs), "train-agent runs"):
-        chosen = {k: getattr(args, k) for k in ("calls", "explore", "is_correction", "steps", "episodes_per_step")
-                  if getattr(args, k) is not None}
+        chosen = {k: getattr(args, k) for k in CHOSEN if getattr(args, k) is not None}
         rows.append(run_one(env, {**settings, **chosen}, seed, out / "runs"))
         (out / "runs.json").write_text(json.dumps({"command": command, "rows": rows}, indent=1))
         (out / "report.md").write_text(markdown(rows, command, args.acceptance))

@@ -1,5 +1,6 @@
 """agent_trial.py INCUMBENT CANDIDATE [--fresh ENV ...] [--out FILE]: a change of train-agent's defaults judged on
-paired acceptance runs (scripts/agent_sweep.py --acceptance, the same environments and seeds on one machine).
+paired acceptance runs (scripts/agent_sweep.py --acceptance, the same environments and seeds on one machine). A side
+may be several sweep folders joined by ``+`` (runs of more environments added to an earlier sweep).
 
 Prints, over every (environment, seed) both folders ran: the mean trained held-out reward of each, their paired
 difference with its standard error (the spread of the per-run differences over sqrt(runs)), the runs meeting the
@@ -19,8 +20,15 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support.tool_envs import meets_goal  # noqa: E402
 
 
-def runs(folder: Path) -> dict[tuple[str, int], dict]:
-    return {(r["env"], r["seed"]): r for r in json.loads((folder / "runs.json").read_text())["rows"]}
+def runs(folders: str) -> dict[tuple[str, int], dict]:
+    """{(env, seed): row} of the sweep folders ``folders`` (joined by ``+``); a run in two folders is refused."""
+    out: dict[tuple[str, int], dict] = {}
+    for folder in folders.split("+"):
+        for r in json.loads((Path(folder) / "runs.json").read_text())["rows"]:
+            if (r["env"], r["seed"]) in out:
+                raise SystemExit(f"{r['env']} at seed {r['seed']} is in two folders of {folders}; pass each run once")
+            out[r["env"], r["seed"]] = r
+    return out
 
 
 def verdict(old: dict, new: dict, keys: list) -> list[str]:
@@ -42,8 +50,8 @@ def verdict(old: dict, new: dict, keys: list) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("incumbent", type=Path)
-    parser.add_argument("candidate", type=Path)
+    parser.add_argument("incumbent", help="a sweep folder, or several joined by +")
+    parser.add_argument("candidate", help="a sweep folder, or several joined by +")
     parser.add_argument("--fresh", nargs="*", default=[], help="environments written just before the trial")
     parser.add_argument("--out", type=Path, help="also write the summary here")
     args = parser.parse_args()

@@ -15,7 +15,7 @@ from pglab.runtime.options import SettingsError
 from pglab.sampling.episodes import EpisodeLog, collate, collect_episodes
 from pglab.sampling.text_episodes import TextLayout
 from pglab.trainers.agent_config import USER_ENV, AgentConfig
-from pglab.trainers.episodes import format_costs, malformed_calls
+from pglab.trainers.episodes import answer_shape, format_costs, malformed_calls, novelty_bonus
 from pglab.trainers.hf_agent import ensure_agent, train_agent, warm_start
 from support.tool_envs import ENVS, Calculator
 
@@ -70,6 +70,37 @@ def test_the_format_cost_lands_on_the_malformed_calls_last_token_only():
     assert costs[0, 7] == -0.25 and int((costs != 0).sum()) == 1
     assert malformed_calls(EpisodeLog("no tools here", calls=["anything"], stops=["cap"])) == [False]
     assert format_costs(batch, 0.0) is batch
+
+
+def test_the_novelty_bonus_raises_the_reads_no_other_call_got_and_sums_to_zero_over_the_reads():
+    prompt = "Where is the train to york? <call> departures CITY </call>, <call> announce PLATFORM </call>."
+    logs = [EpisodeLog(prompt, calls=["<call> departures york </call>", "<call> announce 7 </call>"],
+                       call_ends=[3, 6], observations=["platform 7", "announced"]),
+            EpisodeLog(prompt, calls=["<call> departures group </call>", "<call> departures for </call>",
+                                      "<call> announce 2 </call>"],
+                       call_ends=[2, 5, 8], observations=["no trains to group.", "no trains to for.", "announced"]),
+            EpisodeLog(prompt, calls=["<call> go a </call>"], stops=["closing"], call_ends=[4],
+                       observations=["error"])]
+    batch = collate([(list(range(10)), [1] + [2] * 9)] * 3, [0.0] * 3, 0, info=logs)
+    bonus = novelty_bonus(batch, 0.3).token_rewards
+    # the answers read: "platform 7" once, "no trains to _." twice (the call's own word blanked); an episode's
+    # last answer is never read: u = 1/3 of the reads are unique
+    expected = torch.zeros(3, 10)
+    expected[0, 3], expected[1, 2], expected[1, 5] = 0.3 * (1 - 1 / 3), -0.3 / 3, -0.3 / 3
+    torch.testing.assert_close(bonus, expected)
+    assert abs(float(bonus.sum())) < 1e-6
+    assert novelty_bonus(batch, 0.0) is batch
+    assert answer_shape("<call> departures york </call>", "york: platform 7, york.") == "_ platform 7, _"
+    expected[2, 4] -= 0.25       # the malformed call's format cost, beside the bonus
+    torch.testing.assert_close(novelty_bonus(format_costs(batch, 0.25), 0.3).token_rewards, expected)
+
+
+def test_novelty_defaults_to_the_user_setting_and_refuses_a_negative_or_endless_bonus():
+    assert AgentConfig(env="support.tool_envs:calculator").novelty == USER_ENV["novelty"]
+    assert AgentConfig(env="bugfix").novelty == 0.0
+    for bad in (-0.1, float("inf"), float("nan")):
+        with pytest.raises(SettingsError, match="--novelty is the bonus of a call with a new answer"):
+            AgentConfig(env="support.tool_envs:calculator", novelty=bad)
 
 
 class Demonstrated(Calculator):

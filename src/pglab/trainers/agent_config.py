@@ -75,6 +75,11 @@ class AgentConfig:
     <call>, the tool, each argument): there the episodes are sampled from mu = (1 - e) pi + e U(allowed ids), so a tool
     or word the agent gives almost no probability is still tried, and the sampler's log-probs go to --is-correction
     (held-out measurements sample pi alone). None: 0 in bugfix, USER_ENV's elsewhere (0: its pilots found no gain)."""
+    novelty: float | None = None
+    """Exploration bonus b of a call whose answer no other call of the training step got: b (1 - u) for it, -b u
+    for every other call whose answer was read, u the share of new answers (count-based, summing to 0 over the
+    step), so a call that finds something is raised before the task is ever solved. None: 0 in bugfix, USER_ENV's
+    elsewhere."""
     max_call_tokens: int = 24
     """Token cap of one call (a call also ends at its closing text)."""
     max_obs_tokens: int = 96
@@ -110,6 +115,9 @@ class AgentConfig:
         if not 0 <= self.explore < 1 or (self.explore and self.calls != "constrained"):
             raise SettingsError(f"--explore is the share of uniform choice in constrained calls, a number in [0, 1) "
                                 f"with --calls constrained; got {self.explore} with --calls {self.calls}")
+        if not 0 <= self.novelty < float("inf"):
+            raise SettingsError(f"--novelty is the bonus of a call with a new answer, a finite number >= 0; got "
+                                f"{self.novelty}")
         if self.seed < 0 or self.beta < 0 or not 0 <= self.format_penalty < float("inf") or self.learning_rate <= 0:
             raise SettingsError("pass --seed >= 0, --beta >= 0, --format-penalty >= 0 and --learning-rate > 0")
         for name, value, known in (("advantage", self.advantage, KINDS), ("default-size", self.default_size,
@@ -138,10 +146,11 @@ def check_model_folder(model: str) -> None:
 
 
 BUGFIX = {"advantage": "reinforce", "format_penalty": FORMAT_PENALTY, "steps": 80, "episodes_per_step": 64,
-          "learning_rate": 2e-3, "explore": 0.0}
+          "learning_rate": 2e-3, "explore": 0.0,
+          "novelty": 0.0}
 """The defaults in BugFixEnv (the demo's schedule and the format-penalty sweep of docs/results/format_penalty.md)."""
 USER_ENV = {"advantage": "reinforce", "format_penalty": 0.1, "steps": 60, "episodes_per_step": 64,
-            "learning_rate": 1e-3, "explore": 0.0}
+            "learning_rate": 1e-3, "explore": 0.0, "novelty": 0.0}
 """The defaults in any other environment, from the committed sweep ``scripts/agent_sweep.py`` (the learning rate x
 the advantage x the format cost, 30 steps of 32 episodes, on the calculator, word, lookup and parity environments
 of tests/support/tool_envs.py): REINFORCE with the EMA baseline, learning rate 1e-3, a format cost of 0.1. The

@@ -27,6 +27,7 @@ from pglab.models.policy import TokenPolicy
 from pglab.runtime.distributed import world
 from pglab.runtime.options import SettingsError
 from pglab.runtime.threads import single_torch_thread
+from pglab.sampling.call_grammar import PUNCTUATION, context_words
 from pglab.sampling.episodes import episode_stats
 from pglab.sampling.scoring import CHUNK_TOKENS, sequence_log_probs
 from pglab.trainers.loop import (
@@ -183,6 +184,42 @@ def format_costs(batch: TokenBatch, cost: float) -> TokenBatch:
     return dataclasses.replace(batch, token_rewards=placed) if bool(placed.any()) else batch
 
 
+def answer_shape(call: str, observation: str) -> str:
+    """``observation`` with the words of ``call`` (its tool and arguments) blanked: what the answer says beyond
+    echoing the call, so that "unknown town: york" and "unknown town: leeds" are the same answer."""
+    echoed = context_words(call)
+    return " ".join("_" if word.strip(PUNCTUATION) in echoed else word for word in observation.split())
+
+
+def novelty_bonus(batch: TokenBatch, bonus: float) -> TokenBatch:
+    """``batch`` with a count-based exploration bonus in ``token_rewards`` [B, T], on the last token of every call
+    whose answer the agent read (each call but an episode's last): ``bonus * (1 - u)`` when no other such call of the
+    batch got the same answer, the call's own words aside (:func:`answer_shape`), and ``-bonus * u`` when another
+    did, u the share of read answers that are unique.
+
+    An answer no other episode got (a found town's forecast among many "no such town") is new information: the
+    bonus raises the call that got it before any episode is rewarded for what follows. It sums to 0 over the batch's
+    reads, so reading more cannot earn more: a read pays only for being rarer than the batch's reads are on
+    average, and the bonus fades as every read becomes new (u -> 1), where a bonus for new answers alone would keep
+    paying an agent that reads a different task's facts every turn and never answers. An episode that reads nothing
+    gets 0, so at a large ``bonus`` dull reads cost more than ending at once. Added to the batch's token_rewards (the
+    format cost's); unchanged at ``bonus`` 0 or with nothing read."""
+    if not bonus:
+        return batch
+    read = [(b, end, answer_shape(call, obs)) for b, log in enumerate(batch.info)
+            for end, call, obs in list(zip(log.call_ends, log.calls, log.observations))[:len(log.calls) - 1]]
+    if not read:
+        return batch
+    counts: dict[str, int] = {}
+    for _, _, shape in read:
+        counts[shape] = counts.get(shape, 0) + 1
+    unique = sum(counts[shape] == 1 for _, _, shape in read) / len(read)
+    placed = torch.zeros_like(batch.action_mask) if batch.token_rewards is None else batch.token_rewards.clone()
+    for b, end, shape in read:
+        placed[b, end] += bonus * ((counts[shape] == 1) - unique)
+    return dataclasses.replace(batch, token_rewards=placed)
+
+
 def check_format_penalty(cost: float) -> None:
     """Raise ValueError unless ``cost`` (of one malformed call) is a finite number >= 0."""
     if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not 0 <= cost < math.inf:
@@ -297,4 +334,5 @@ def train_episodes(policy: TokenPolicy, source: EpisodeSource, settings: Reinfor
 
 
 __all__ = ["FORMAT_PENALTY", "LOG", "Collect", "EpisodeReinforce", "EpisodeSource", "ReinforceSettings",
-           "check_format_penalty", "draw_keys", "format_costs", "malformed_calls", "train_episodes"]
+           "check_format_penalty", "draw_keys", "format_costs", "malformed_calls", "novelty_bonus", "train_episodes",
+           "answer_shape"]

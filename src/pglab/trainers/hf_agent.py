@@ -47,7 +47,7 @@ from pglab.sampling.episodes import collate, collect_episodes, episode_stats
 from pglab.sampling.text_episodes import TextLayout, encode_text_episode
 from pglab.trainers.agent_config import DEFAULT_AGENT, QUICK, TOOL_AGENT, AgentConfig
 from pglab.trainers.cloning import behaviour_cloning
-from pglab.trainers.episodes import EpisodeSource, ReinforceSettings, format_costs, train_episodes
+from pglab.trainers.episodes import EpisodeSource, ReinforceSettings, format_costs, novelty_bonus, train_episodes
 from pglab.trainers.loop import RunSettings
 from pglab.trainers.records import text_of
 
@@ -210,18 +210,21 @@ def ensure_default_agent(size: str = "full", progress: bool = True) -> Path:
 
 
 def text_collector(layout: TextLayout, make_env: Callable[[str], TextTurnEnv], format_penalty: float = 0.0,
-                   explore: float = 0.0) -> Callable[[TokenPolicy, list, torch.Generator, bool], TokenBatch]:
+                   explore: float = 0.0,
+                   novelty: float = 0.0) -> Callable[[TokenPolicy, list, torch.Generator, bool], TokenBatch]:
     """The ``collect`` of ``train_episodes`` for keys (split, seed): one fresh environment per episode.
 
     ``format_penalty`` costs each malformed call of a training episode
     (:func:`~pglab.trainers.episodes.format_costs`); ``explore`` mixes that share of uniform choice into the
-    training episodes' constrained calls (:func:`~pglab.sampling.episodes.sample_tokens`), never into a measurement.
+    training episodes' constrained calls (:func:`~pglab.sampling.episodes.sample_tokens`), never into a measurement;
+    ``novelty`` is the exploration bonus of a training call whose answer is new (:func:`~pglab.trainers.episodes.
+    novelty_bonus`).
     """
 
     def collect(policy: TokenPolicy, keys: list, generator: torch.Generator, training: bool = False) -> TokenBatch:
         batch = collect_episodes(policy, layout, [make_env(split) for split, _ in keys], [seed for _, seed in keys],
                                  generator, explore=explore if training else 0.0)
-        return format_costs(batch, format_penalty) if training else batch
+        return novelty_bonus(format_costs(batch, format_penalty), novelty) if training else batch
 
     return collect
 
@@ -308,7 +311,7 @@ def reinforce_settings(cfg: AgentConfig) -> ReinforceSettings:
 
 def episode_source(cfg: AgentConfig, layout: TextLayout, make_env: Callable[[str], TextTurnEnv]) -> EpisodeSource:
     """The episodes of ``cfg``'s environment in ``layout``, their stats and the held-out headline."""
-    collect = text_collector(layout, make_env, cfg.format_penalty, cfg.explore)
+    collect = text_collector(layout, make_env, cfg.format_penalty, cfg.explore, cfg.novelty)
     return EpisodeSource(collect, *task_keys(cfg), stats=partial(episode_stats, call_stops=True),
                          headline="pass_rate" if cfg.env == "bugfix" else "reward",
                          token_text=text_of(layout.tokenizer.decode))
@@ -358,6 +361,7 @@ def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resum
                              reference=reference, resume_check={
                                  "model": cfg.model, "default_size": cfg.default_size, "env": cfg.env,
                                  "format_penalty": cfg.format_penalty, "calls": cfg.calls, "explore": cfg.explore,
+                                 "novelty": cfg.novelty,
                                  "max_call_tokens": cfg.max_call_tokens,
                                  "max_obs_tokens": cfg.max_obs_tokens})
         after = measure()
