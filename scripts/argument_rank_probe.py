@@ -24,7 +24,7 @@ import support.tool_envs as envs  # noqa: E402
 from pglab.models.hf import load_causal_lm  # noqa: E402
 from pglab.sampling.call_grammar import OPEN  # noqa: E402
 from pglab.sampling.text_episodes import TextLayout  # noqa: E402
-from pglab.trainers.hf_agent import USER_HELDOUT_SEEDS, agent_dir, ensure_agent  # noqa: E402
+from pglab.trainers.hf_agent import USER_HELDOUT_SEEDS, ensure_agent  # noqa: E402
 
 FIRST = {
     "calculator": ("add", lambda e: str(e.a)), "capital": ("capital", lambda e: e.country),
@@ -61,8 +61,7 @@ def word_logp(model, layout: TextLayout, grammar, head: list[int], text: str, wo
 
 
 def main(names: list[str]) -> None:
-    ensure_agent("tool", "full", progress=False)
-    folder = agent_dir("tool", "full")
+    folder = ensure_agent("tool", "full", progress=False)
     model, tokenizer = load_causal_lm(str(folder))
     model.eval()
     layout = TextLayout(tokenizer, chat=False, calls="constrained")

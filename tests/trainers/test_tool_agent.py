@@ -2,21 +2,22 @@
 scripted-play hooks, and train-agent on the docs' calculator at quick size."""
 
 import dataclasses
+import json
 import math
 import random
 
 import pytest
 import torch
 
-from pglab.envs.tooluse import corpus, prompt_tools, well_formed
+from pglab.envs.tooluse import VERSION, corpus, prompt_tools, well_formed
 from pglab.models.hf import load_causal_lm
 from pglab.models.policy import HFPolicy
 from pglab.runtime.options import SettingsError
 from pglab.sampling.episodes import EpisodeLog, collate, collect_episodes
 from pglab.sampling.text_episodes import TextLayout
-from pglab.trainers.agent_config import USER_ENV, AgentConfig
+from pglab.trainers.agent_config import TOOL_AGENT, USER_ENV, AgentConfig
 from pglab.trainers.episodes import answer_shape, format_costs, malformed_calls, novelty_bonus
-from pglab.trainers.hf_agent import ensure_agent, train_agent, warm_start
+from pglab.trainers.hf_agent import agent_dir, ensure_agent, shipped_agent, train_agent, warm_start
 from support.tool_envs import ENVS, Calculator
 
 
@@ -36,6 +37,23 @@ def test_well_formed_wants_one_call_of_a_named_tool():
     for call in ("<call> sub 3 4 </call>", "add 3 4", "<call> add 3 4", "x <call> add 3 4 </call>",
                  "<call> add <call> answer 7 </call>"):
         assert not well_formed(call, tools), call
+
+
+def test_the_shipped_tool_agents_hold_the_current_recipes_and_are_what_the_default_loads():
+    for size in ("full", "quick"):
+        folder = shipped_agent("tool", size)
+        assert folder is not None, f"the shipped agent is another recipe: run scripts/ship_agent.py tool {size}"
+        assert ensure_agent("tool", size, progress=False) == folder
+        stats = json.loads((folder / "agent.json").read_text())
+        assert stats["torch"] and stats["cpu"] and stats["recipe"]["corpus_version"] == VERSION
+        model, tokenizer = load_causal_lm(str(folder))
+        assert model.num_parameters() == stats["parameters"] and len(tokenizer) == stats["recipe"]["vocab"]
+
+
+def test_a_recipe_unlike_the_shipped_one_is_built_on_the_machine_not_loaded(monkeypatch):
+    before = agent_dir("tool", "quick")
+    monkeypatch.setitem(TOOL_AGENT, "quick", {**TOOL_AGENT["quick"], "corpus": TOOL_AGENT["quick"]["corpus"] + 1})
+    assert shipped_agent("tool", "quick") is None and agent_dir("tool", "quick") != before
 
 
 def first_call_rate(model, tokenizer, n: int) -> float:

@@ -158,20 +158,43 @@ def build_tool_agent(folder: Path, size: str = "full", progress: bool = True) ->
     return save_agent(folder, model, tokenizer, data, losses, spec)
 
 
-def agent_dir(kind: str, size: str = "full") -> Path:
-    """Where the embedded agent ``kind`` (default | tool) of ``size`` (full | quick) lives, built or not."""
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "agents"
+"""Agents built once from their recipes and shipped with pglab (``scripts/ship_agent.py``), one folder per kind and
+size: every machine then starts from the same weights, where a build's floats, so its priors, differ between CPUs."""
+
+
+def agent_recipe(kind: str, size: str = "full") -> dict[str, Any]:
+    """The recipe of the embedded agent ``kind`` (default | tool) of ``size`` (full | quick): its settings, and the
+    tool-use corpus's version."""
     recipes = {"default": DEFAULT_AGENT, "tool": TOOL_AGENT}[kind]
     if size not in recipes:
         raise ValueError(f"unknown default agent size {size!r}; pass one of {', '.join(recipes)}")
-    recipe = {**recipes[size], "torch": torch.__version__, **({"corpus": VERSION} if kind == "tool" else {})}
+    return {**recipes[size], **({"corpus_version": VERSION} if kind == "tool" else {})}
+
+
+def agent_dir(kind: str, size: str = "full") -> Path:
+    """Where a build of the embedded agent ``kind`` of ``size`` on this machine lives, built or not."""
+    recipe = {**agent_recipe(kind, size), "torch": torch.__version__}
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:10]
     return cache_root() / f"agent-{kind}-{size}-{digest}"
 
 
+def shipped_agent(kind: str, size: str = "full") -> Path | None:
+    """The shipped folder of the agent ``kind`` of ``size`` when it holds the current recipe, else None."""
+    folder = SHIPPED / f"{kind}-{size}"
+    if not (folder / "agent.json").is_file():
+        return None
+    return folder if json.loads((folder / "agent.json").read_text())["recipe"] == agent_recipe(kind, size) else None
+
+
 def ensure_agent(kind: str, size: str = "full", progress: bool = True) -> Path:
-    """The embedded agent's folder, built on first use (in a temporary folder, renamed into place). Under an
-    initialised process group (torchrun) rank 0 builds it and the other ranks wait: transformers writes a model's
-    weights on rank 0 only, so a folder built on another rank would lack them."""
+    """The embedded agent's folder: the shipped one (:data:`SHIPPED`) where its recipe is the current one, else a
+    build on this machine, made on first use (in a temporary folder, renamed into place). Under an initialised
+    process group (torchrun) rank 0 builds it and the other ranks wait: transformers writes a model's weights on
+    rank 0 only, so a folder built on another rank would lack them."""
+    shipped = shipped_agent(kind, size)
+    if shipped is not None:
+        return shipped
     folder = agent_dir(kind, size)
     if (folder / "agent.json").exists():
         return folder
@@ -283,8 +306,8 @@ def warm_start(model: torch.nn.Module, layout: TextLayout, make_env: Callable[[s
 
 
 def load_agent(cfg: AgentConfig, progress: bool) -> tuple[torch.nn.Module, Any]:
-    """(model, tokenizer) of --model: the embedded default (built on first use) or a save_pretrained folder (which
-    AgentConfig checked when it was made)."""
+    """(model, tokenizer) of --model: the embedded default (shipped, or built on first use) or a save_pretrained
+    folder (which AgentConfig checked when it was made)."""
     kind = "default" if cfg.env == "bugfix" else "tool"
     folder = str(ensure_agent(kind, cfg.default_size, progress)) if cfg.model == "default" else cfg.model
     model, tokenizer = load_causal_lm(folder)
@@ -371,8 +394,8 @@ def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resum
     return {"config": cfg, "before": before, "after": after, "run": run, "seconds": time.perf_counter() - started}
 
 
-__all__ = ["DEFAULT_AGENT", "QUICK", "USER_HELDOUT_SEEDS", "USER_TRAIN_SEEDS", "WARM_START", "AgentConfig",
-           "agent_dir", "build_default_agent", "build_tool_agent", "bugfix_texts", "clone_gpt2", "default_agent_dir",
-           "demonstrations", "ensure_agent", "ensure_default_agent", "episode_source", "has_hooks", "load_agent",
-           "reinforce_settings", "save_agent", "scripted_transcript", "task_keys", "text_collector", "train_agent",
-           "transcripts_batch", "warm_start"]
+__all__ = ["DEFAULT_AGENT", "QUICK", "SHIPPED", "USER_HELDOUT_SEEDS", "USER_TRAIN_SEEDS", "WARM_START", "AgentConfig",
+           "agent_dir", "agent_recipe", "build_default_agent", "build_tool_agent", "bugfix_texts", "clone_gpt2",
+           "default_agent_dir", "demonstrations", "ensure_agent", "ensure_default_agent", "episode_source", "has_hooks",
+           "load_agent", "reinforce_settings", "save_agent", "scripted_transcript", "shipped_agent", "task_keys",
+           "text_collector", "train_agent", "transcripts_batch", "warm_start"]
