@@ -4,9 +4,9 @@ swept and checked.
 Without --acceptance: the sweep of the learning rate, the advantage and the format cost over the small tool
 environments of tests/support/tool_envs.py (seed 0, short runs, one at a time). With --acceptance: the default
 settings (AgentConfig's USER_ENV) on each environment and on those held out of the sweep (or on --envs only), at
-seeds 0 and 1 (--calls, --explore, --novelty, --is-correction, --steps, --episodes-per-step: every run's
-setting). Each run is measured on the 8 held-out seeds x 8 episodes before and after training; OUT gets runs.json
-(one row per run, with the command) and report.md.
+seeds 0 and 1 (--model, --calls, --explore, --novelty, --is-correction, --steps, --episodes-per-step: every
+run's setting). Each run is measured on the 8 held-out seeds x 8 episodes before and after training; OUT gets
+runs.json (one row per run, with the command) and report.md.
 """
 
 import argparse
@@ -27,7 +27,7 @@ from support.tool_envs import ENVS, HELD_OUT_ENVS  # noqa: E402
 
 GRID = {"learning_rate": (1e-3, 3e-3), "advantage": ("reinforce", "rloo"), "format_penalty": (0.0, 0.1)}
 """The swept settings (the rest at USER_ENV's)."""
-CHOSEN = ("calls", "explore", "novelty", "is_correction", "steps", "episodes_per_step")
+CHOSEN = ("model", "calls", "explore", "novelty", "is_correction", "steps", "episodes_per_step")
 """The settings an acceptance run may be given (every run the same)."""
 SWEEP_SCHEDULE = {"steps": 30, "episodes_per_step": 32}
 """The sweep's short runs."""
@@ -37,12 +37,12 @@ def run_one(env: str, settings: dict, seed: int, out: Path) -> dict:
     """One train-agent run -> its row: the settings, held-out and training reward before and after, seconds."""
     cfg = AgentConfig(env=f"support.tool_envs:{env}", seed=seed, **settings)
     started = time.perf_counter()
-    name = "-".join([env, f"seed{seed}", *(f"{k}{v}" for k, v in sorted(settings.items()))])
+    name = "-".join([env, f"seed{seed}", *(f"{k}{Path(str(v)).name}" for k, v in sorted(settings.items()))])
     trained = train_agent(cfg, out / name, progress=False)
     reward = {f"{agent}_{split}": round(float(batches[split].rewards.mean()), 4)
               for agent, batches in (("base", trained["before"]), ("trained", trained["after"]))
               for split in ("train", "heldout")}
-    shown = (*USER_ENV, "calls", "is_correction")
+    shown = (*USER_ENV, "calls", "is_correction", "model")
     return {"env": env, "seed": seed, **{k: getattr(trained["config"], k) for k in shown}, **reward,
             "heldout_gain": round(reward["trained_heldout"] - reward["base_heldout"], 4),
             "seconds": round(time.perf_counter() - started, 1)}
@@ -84,6 +84,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="the acceptance runs' seeds")
     parser.add_argument("--envs", nargs="+", choices=sorted({**ENVS, **HELD_OUT_ENVS}),
                         help="the acceptance runs' environments (default: all)")
+    parser.add_argument("--model", help="every run's --model, an agent folder (default: the embedded tool-use agent)")
     parser.add_argument("--calls", choices=CALLS, help="how every run samples a turn (default: train-agent's)")
     parser.add_argument("--explore", type=float, help="every run's --explore (default: train-agent's)")
     parser.add_argument("--novelty", type=float, help="every run's --novelty (default: train-agent's)")
