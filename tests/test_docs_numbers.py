@@ -272,3 +272,54 @@ def test_the_budget_trial_numbers_and_table_in_agents_md_are_the_committed_trial
     for env, *cells in rows:
         expected = [cell(side, (env, seed)) for side in (new, old, earlier) for seed in (0, 1)]
         assert [c.strip() for c in cells] == expected, env
+
+
+def test_the_novelty_trial_numbers_in_agents_md_are_the_committed_trial():
+    """docs/agents.md's novelty-bonus paragraph: the trial's means, paired difference and se, goal counts, longest
+    run, the environments it names and the six fresh ones, from trial-novelty/ against trial-budget/candidate; the
+    verdict agrees with the default (novelty 0 unless the rule was met); the recheck repeats trial-budget's rows."""
+    import statistics
+
+    from pglab.trainers.agent_config import USER_ENV
+
+    def keyed(*names):
+        return {(r["env"], r["seed"]): r for r in _agent_rows(*names)}
+
+    new = keyed("trial-novelty/candidate-a", "trial-novelty/candidate-b")
+    old = keyed("trial-budget/candidate", "trial-novelty/incumbent-fresh")
+    assert new.keys() == old.keys() and len(new) == 88
+    assert all(r["novelty"] == 0.1 for r in new.values())
+
+    def gap_se(keys):
+        gaps = [new[k]["trained_heldout"] - old[k]["trained_heldout"] for k in keys]
+        return statistics.fmean(gaps), statistics.stdev(gaps) / len(gaps) ** 0.5
+
+    gap, se = gap_se(new)
+    longest = max(r["seconds"] for r in new.values())
+    text = " ".join((ROOT / "docs" / "agents.md").read_text().split())
+    assert f"was not met: {_mean(new.values())} against {_mean(old.values())} (difference {gap:.3f}, se {se:.3f}, " \
+           f"over {len(new)} paired runs), and {_met(new.values())} of {len(new)} runs meet the goal against " \
+           f"{_met(old.values())}; its longest run took {longest:.0f} s" in text
+    assert (gap > 2 * se and longest < 300) == (USER_ENV["novelty"] == 0.1) and USER_ENV["novelty"] in (0.0, 0.1)
+
+    def pair(env, seed):
+        return f"{old[(env, seed)]['trained_heldout']:.2f}", f"{new[(env, seed)]['trained_heldout']:.2f}"
+
+    (w0, w0n), (w1, w1n), (p0, p0n), (p1, p1n) = (pair(e, s) for e in ("warehouse", "password") for s in (0, 1))
+    assert f"warehouse rose from {w0} and {w1} to {w0n} and {w1n}, password from {p0} and {p1} to {p0n} and {p1n}, " \
+           "parking at seed 1 from {} to {}) and lost elsewhere (birthday at seed 1 fell from {} to {}, dose at seed " \
+           "0 from {} to {})".format(*pair("parking", 1), *pair("birthday", 1), *pair("dose", 0)) in text
+    fresh = [k for k in new if k[0] in ("parking", "freezer", "refund", "synonym", "clock", "vote")]
+    gap, se = gap_se(fresh)
+    helped = sorted({k[0] for k in fresh if _met([old[k]])})
+    met_new, met_old = _met(new[k] for k in fresh), _met(old[k] for k in fresh)
+    assert f"the difference is {gap:.3f} (se {se:.3f}) and the bonus meets the goal in {met_new} of {len(fresh)} " \
+           f"runs against the defaults' {met_old} ({' and '.join(helped)} at both seeds)" in text
+    assert all(_met([old[(env, s)]]) for env in helped for s in (0, 1))
+    assert f"on the six written for the novelty trial the defaults meet it in {_met(old[k] for k in fresh)} of " \
+           f"{len(fresh)} runs" in text
+    recheck = keyed("trial-novelty/recheck")
+    assert len(recheck) == 2 and all(recheck[k]["novelty"] == 0 for k in recheck)
+    for k, r in recheck.items():
+        assert [r[f] for f in ("base_heldout", "trained_heldout")] == [old[k][f] for f in ("base_heldout",
+                                                                                          "trained_heldout")]
