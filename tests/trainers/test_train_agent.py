@@ -101,6 +101,22 @@ def test_resume_is_bit_exact(tmp_path, calc):
         train_agent(AgentConfig(**{**cfg.__dict__, "steps": 5}), tmp_path / "stopped", resume=True, progress=False)
 
 
+def test_a_checkpoint_from_before_the_exploration_settings_resumes_with_them_off_only(tmp_path, calc):
+    """A checkpoint written before --explore and --novelty existed holds neither: it resumes with both off (as it
+    ran) and refuses a resume that turns one on, and a run with one on records it."""
+    cfg = AgentConfig(model=save_model(tmp_path / "m", "gpt2"), env=calc, **{**TINY, "steps": 3})
+    train_agent(cfg, tmp_path / "off", stop_at=1, progress=False)
+    saved = torch.load(tmp_path / "off" / "checkpoint.pt", weights_only=True)["settings"]
+    assert "explore" not in saved and "novelty" not in saved and saved["env"] == calc
+    with pytest.raises(ValueError, match=r"cannot resume: novelty \(not set in the checkpoint, 0.1 now\)"):
+        train_agent(AgentConfig(**{**cfg.__dict__, "novelty": 0.1}), tmp_path / "off", resume=True, progress=False)
+    assert train_agent(cfg, tmp_path / "off", resume=True, progress=False)["run"]["resumed_from"] == 1
+    train_agent(AgentConfig(**{**cfg.__dict__, "novelty": 0.1}), tmp_path / "on", stop_at=1, progress=False)
+    assert torch.load(tmp_path / "on" / "checkpoint.pt", weights_only=True)["settings"]["novelty"] == 0.1
+    with pytest.raises(ValueError, match=r"cannot resume: novelty \(0.1 in the checkpoint, not set now\)"):
+        train_agent(cfg, tmp_path / "on", resume=True, progress=False)
+
+
 def test_cli_trains_the_documented_environment_and_refuses_bad_input(tmp_path, calc, capsys):
     assert main(["train-agent", "--env", calc, "--quick", "--out", str(tmp_path / "q")]) == 0
     for name in ("result.json", "train.jsonl", "learning_curve.png", "policy/tokenizer.json", "report.md"):

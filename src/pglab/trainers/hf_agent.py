@@ -379,14 +379,15 @@ def train_agent(cfg: AgentConfig, out: str | Path, *, quick: bool = False, resum
         echo(f"agent: {model.num_parameters():,} parameters, {len(tokenizer)} tokens, chat template "
              f"{'yes' if layout.chat else 'no'} ({time.perf_counter() - started:.1f} s)")
         reference = HFPolicy(copy.deepcopy(model).requires_grad_(False), pad_id=pad) if cfg.beta > 0 else None
+        # explore and novelty came after checkpoints that ran without them: recorded only when on, so such a
+        # checkpoint resumes with both off and refuses either on
+        exploring = {name: value for name, value in (("explore", cfg.explore), ("novelty", cfg.novelty)) if value}
         run = train_episodes(HFPolicy(wrap(model, device), pad_id=pad), source, reinforce_settings(cfg),
                              RunSettings(out=out, resume=resume, stop_at=stop_at, progress=progress),
                              reference=reference, resume_check={
                                  "model": cfg.model, "default_size": cfg.default_size, "env": cfg.env,
-                                 "format_penalty": cfg.format_penalty, "calls": cfg.calls, "explore": cfg.explore,
-                                 "novelty": cfg.novelty,
-                                 "max_call_tokens": cfg.max_call_tokens,
-                                 "max_obs_tokens": cfg.max_obs_tokens})
+                                 "format_penalty": cfg.format_penalty, "calls": cfg.calls, **exploring,
+                                 "max_call_tokens": cfg.max_call_tokens, "max_obs_tokens": cfg.max_obs_tokens})
         after = measure()
         if world()[0] == 0:
             model.save_pretrained(Path(out) / "policy")

@@ -40,8 +40,11 @@ def step_generator(seed: int, step: int, stream: int, device: torch.device | str
 
 def check_resume(saved: Mapping[str, Any], current: Mapping[str, Any]) -> None:
     """Raise ValueError naming every setting in which ``current`` differs from the checkpoint's ``saved``."""
-    changed = [f"{k} ({saved.get(k)!r} in the checkpoint, {current.get(k)!r} now)"
-               for k in sorted(set(saved) | set(current)) if saved.get(k) != current.get(k)]
+    def shown(settings: Mapping[str, Any], key: str) -> str:
+        return repr(settings[key]) if key in settings else "not set"
+
+    changed = [f"{k} ({shown(saved, k)} in the checkpoint, {shown(current, k)} now)"
+               for k in sorted(set(saved) | set(current)) if saved.get(k, ...) != current.get(k, ...)]
     if changed:
         raise SettingsError(f"cannot resume: {'; '.join(changed)} differ; pass the checkpoint's settings "
                             "or a new output folder")
