@@ -4,6 +4,7 @@ docs/numbers.json is regenerated from experiment runs by ``make docs-numbers`` (
 a quoted number is written ``0.903<!-- n experiment:metric -->``.
 """
 
+import functools
 import importlib.util
 import json
 
@@ -274,52 +275,91 @@ def test_the_budget_trial_numbers_and_table_in_agents_md_are_the_committed_trial
         assert [c.strip() for c in cells] == expected, env
 
 
-def test_the_novelty_trial_numbers_in_agents_md_are_the_committed_trial():
-    """docs/agents.md's novelty-bonus paragraph: the trial's means, paired difference and se, goal counts, longest
-    run, the environments it names and the six fresh ones, from trial-novelty/ against trial-budget/candidate; the
-    verdict agrees with the default (novelty 0 unless the rule was met); the recheck repeats trial-budget's rows."""
-    import statistics
+FRESH_SIX = ("parking", "freezer", "refund", "synonym", "clock", "vote")
+"""The environments written for the novelty trial (d39aaf2), reported on their own by every trial since."""
 
-    from pglab.trainers.agent_config import USER_ENV
+
+def _trial(candidate: str) -> tuple[dict, dict, str, str]:
+    """A trial of docs/results/agent-sweep/CANDIDATE/candidate-{a,b} against the defaults' rows (trial-budget/candidate
+    and trial-novelty/incumbent-fresh), paired by (environment, seed) -> (candidate rows, incumbent rows, the verdict's
+    sentence as docs/agents.md writes it, the six fresh environments' sentence)."""
+    import statistics
 
     def keyed(*names):
         return {(r["env"], r["seed"]): r for r in _agent_rows(*names)}
 
-    new = keyed("trial-novelty/candidate-a", "trial-novelty/candidate-b")
+    new = keyed(f"{candidate}/candidate-a", f"{candidate}/candidate-b")
     old = keyed("trial-budget/candidate", "trial-novelty/incumbent-fresh")
     assert new.keys() == old.keys() and len(new) == 88
-    assert all(r["novelty"] == 0.1 for r in new.values())
 
-    def gap_se(keys):
+    def paired(keys):
         gaps = [new[k]["trained_heldout"] - old[k]["trained_heldout"] for k in keys]
         return statistics.fmean(gaps), statistics.stdev(gaps) / len(gaps) ** 0.5
 
-    gap, se = gap_se(new)
+    gap, se = paired(new)
     longest = max(r["seconds"] for r in new.values())
+    met = gap > 2 * se and longest < 300
+    verdict = (f"{'was met' if met else 'was not met'}: {_mean(new.values())} against {_mean(old.values())} "
+               f"(difference {gap:.3f}, se {se:.3f}, over {len(new)} paired runs), and {_met(new.values())} of "
+               f"{len(new)} runs meet the goal against {_met(old.values())}; its longest run took {longest:.0f} s")
+    fresh = [k for k in new if k[0] in FRESH_SIX]
+    gap, se = paired(fresh)
+    six = (f"the difference is {gap:.3f} (se {se:.3f}) and {{}} meets the goal in {_met(new[k] for k in fresh)} of "
+           f"{len(fresh)} runs against the defaults' {_met(old[k] for k in fresh)}")
+    return new, old, verdict, six
+
+
+def _before_after(new: dict, old: dict, env: str, seed: int) -> tuple[str, str]:
+    """The incumbent's and the candidate's trained held-out reward of one run, as the docs print them."""
+    return f"{old[(env, seed)]['trained_heldout']:.2f}", f"{new[(env, seed)]['trained_heldout']:.2f}"
+
+
+def test_the_novelty_trial_numbers_in_agents_md_are_the_committed_trial():
+    """docs/agents.md's novelty-bonus paragraph: the trial's verdict (means, paired difference and se, goal counts,
+    longest run), the environments it names and the six fresh ones, from trial-novelty/; the default follows the
+    verdict; the recheck repeats trial-budget's rows."""
+    from pglab.trainers.agent_config import USER_ENV
+
+    new, old, verdict, six = _trial("trial-novelty")
+    assert all(r["novelty"] == 0.1 and r["episodes_per_step"] == 64 for r in new.values())
     text = " ".join((ROOT / "docs" / "agents.md").read_text().split())
-    assert f"was not met: {_mean(new.values())} against {_mean(old.values())} (difference {gap:.3f}, se {se:.3f}, " \
-           f"over {len(new)} paired runs), and {_met(new.values())} of {len(new)} runs meet the goal against " \
-           f"{_met(old.values())}; its longest run took {longest:.0f} s" in text
-    assert (gap > 2 * se and longest < 300) == (USER_ENV["novelty"] == 0.1) and USER_ENV["novelty"] in (0.0, 0.1)
-
-    def pair(env, seed):
-        return f"{old[(env, seed)]['trained_heldout']:.2f}", f"{new[(env, seed)]['trained_heldout']:.2f}"
-
+    assert f"Its rule (more than two standard errors of the paired difference, no run over 300 s) {verdict}" in text
+    assert USER_ENV["novelty"] == (0.1 if "was met" in verdict else 0.0)
+    pair = functools.partial(_before_after, new, old)
     (w0, w0n), (w1, w1n), (p0, p0n), (p1, p1n) = (pair(e, s) for e in ("warehouse", "password") for s in (0, 1))
     assert f"warehouse rose from {w0} and {w1} to {w0n} and {w1n}, password from {p0} and {p1} to {p0n} and {p1n}, " \
            "parking at seed 1 from {} to {}) and lost elsewhere (birthday at seed 1 fell from {} to {}, dose at seed " \
            "0 from {} to {})".format(*pair("parking", 1), *pair("birthday", 1), *pair("dose", 0)) in text
-    fresh = [k for k in new if k[0] in ("parking", "freezer", "refund", "synonym", "clock", "vote")]
-    gap, se = gap_se(fresh)
+    fresh = [k for k in old if k[0] in FRESH_SIX]
     helped = sorted({k[0] for k in fresh if _met([old[k]])})
-    met_new, met_old = _met(new[k] for k in fresh), _met(old[k] for k in fresh)
-    assert f"the difference is {gap:.3f} (se {se:.3f}) and the bonus meets the goal in {met_new} of {len(fresh)} " \
-           f"runs against the defaults' {met_old} ({' and '.join(helped)} at both seeds)" in text
+    assert f"{six.format('the bonus')} ({' and '.join(helped)} at both seeds)" in text
     assert all(_met([old[(env, s)]]) for env in helped for s in (0, 1))
     assert f"on the six written for the novelty trial the defaults meet it in {_met(old[k] for k in fresh)} of " \
-           f"{len(fresh)} runs" in text
-    recheck = keyed("trial-novelty/recheck")
-    assert len(recheck) == 2 and all(recheck[k]["novelty"] == 0 for k in recheck)
+           f"{len(fresh)} runs, and over all 44 environments in {_met(old.values())} of {len(old)}" in text
+    batch = _trial("trial-batch")[0]
+    assert f"Neither the novelty bonus nor 128 episodes per step changed that by more than chance " \
+           f"({_met(new.values())} of {len(new)} each)" in text and _met(new.values()) == _met(batch.values())
+    recheck = {(r["env"], r["seed"]): r for r in _agent_rows("trial-novelty/recheck")}
+    assert len(recheck) == 2 and all(r["novelty"] == 0 for r in recheck.values())
     for k, r in recheck.items():
         assert [r[f] for f in ("base_heldout", "trained_heldout")] == [old[k][f] for f in ("base_heldout",
                                                                                           "trained_heldout")]
+
+
+def test_the_batch_trial_numbers_in_agents_md_are_the_committed_trial():
+    """docs/agents.md's 128-episodes paragraph: the trial's verdict, the runs it names and the six fresh
+    environments, from trial-batch/; the default batch follows the verdict."""
+    from pglab.trainers.agent_config import USER_ENV
+
+    new, old, verdict, six = _trial("trial-batch")
+    assert all(r["novelty"] == 0 and r["episodes_per_step"] == 128 for r in new.values())
+    text = " ".join((ROOT / "docs" / "agents.md").read_text().split())
+    assert f"on the same 88 paired runs: its rule {verdict}" in text
+    assert USER_ENV["episodes_per_step"] == (128 if "was met" in verdict else 64)
+    pair = functools.partial(_before_after, new, old)
+    assert "exchange at seed 0 from {} to {}, hotel at seed 0 from {} to {}, password and parking at seed 0 from {} " \
+           "to {}) and lost library, which had learned at both seeds (from {} and {} to {} and {})".format(
+               *pair("exchange", 0), *pair("hotel", 0), *pair("password", 0),
+               *(pair("library", 0)[0], pair("library", 1)[0], pair("library", 0)[1], pair("library", 1)[1])) in text
+    assert pair("parking", 0) == pair("password", 0)
+    assert f"On the six environments of the novelty trial {six.format('it')}." in text
