@@ -7,6 +7,7 @@ a quoted number is written ``0.903<!-- n experiment:metric -->``.
 import functools
 import importlib.util
 import json
+import statistics
 
 import pytest
 
@@ -283,8 +284,6 @@ def _trial(candidate: str) -> tuple[dict, dict, str, str]:
     """A trial of docs/results/agent-sweep/CANDIDATE/candidate-{a,b} against the defaults' rows (trial-budget/candidate
     and trial-novelty/incumbent-fresh), paired by (environment, seed) -> (candidate rows, incumbent rows, the verdict's
     sentence as docs/agents.md writes it, the six fresh environments' sentence)."""
-    import statistics
-
     def keyed(*names):
         return {(r["env"], r["seed"]): r for r in _agent_rows(*names)}
 
@@ -363,3 +362,14 @@ def test_the_batch_trial_numbers_in_agents_md_are_the_committed_trial():
                *(pair("library", 0)[0], pair("library", 1)[0], pair("library", 0)[1], pair("library", 1)[1])) in text
     assert pair("parking", 0) == pair("password", 0)
     assert f"On the six environments of the novelty trial {six.format('it')}." in text
+    pilot = {(r["env"], r["seed"]): r for r in _agent_rows("pilot/x4-seed0")}
+    gaps = [pilot[k]["trained_heldout"] - old[k]["trained_heldout"] for k in pilot]
+    assert len(pilot) == 38 and all(r["episodes_per_step"] == 128 for r in pilot.values())
+    assert f"had found no gain before it (+{statistics.fmean(gaps):.3f}, se " \
+           f"{statistics.stdev(gaps) / len(gaps) ** 0.5:.3f}" in text
+    differ = {k[0]: abs(new[k]["trained_heldout"] - pilot[k]["trained_heldout"]) for k in pilot
+              if (new[k]["base_heldout"], new[k]["trained_heldout"]) != (pilot[k]["base_heldout"],
+                                                                         pilot[k]["trained_heldout"])}
+    widest = max(differ, key=differ.get)
+    assert f"same agent and settings, {len(pilot) - len(differ)} agree to four digits and {len(differ)} differ, by " \
+           f"up to {differ[widest]:.2f} ({widest})" in text
