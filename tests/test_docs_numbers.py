@@ -336,8 +336,10 @@ def test_the_novelty_trial_numbers_in_agents_md_are_the_committed_trial():
     assert f"on the six written for the novelty trial the defaults meet it in {_met(old[k] for k in fresh)} of " \
            f"{len(fresh)} runs, and over all 44 environments in {_met(old.values())} of {len(old)}" in text
     batch = _trial("trial-batch")[0]
+    both = _trial("trial-both")[0]
     assert f"Neither the novelty bonus nor 128 episodes per step changed that by more than chance " \
-           f"({_met(new.values())} of {len(new)} each)" in text and _met(new.values()) == _met(batch.values())
+           f"({_met(new.values())} of {len(new)} each), nor both together ({_met(both.values())})" in text
+    assert _met(new.values()) == _met(batch.values())
     recheck = {(r["env"], r["seed"]): r for r in _agent_rows("trial-novelty/recheck")}
     assert len(recheck) == 2 and all(r["novelty"] == 0 for r in recheck.values())
     for k, r in recheck.items():
@@ -373,3 +375,30 @@ def test_the_batch_trial_numbers_in_agents_md_are_the_committed_trial():
     widest = max(differ, key=differ.get)
     assert f"same agent and settings, {len(pilot) - len(differ)} agree to four digits and {len(differ)} differ, by " \
            f"up to {differ[widest]:.2f} ({widest})" in text
+
+
+def test_the_trial_of_both_numbers_in_agents_md_are_the_committed_trial():
+    """docs/agents.md's paragraph on the bonus and 128 episodes together: its verdict, the runs it names and the six
+    fresh environments, from trial-both/; the defaults follow the verdict."""
+    from pglab.trainers.agent_config import USER_ENV
+
+    new, old, verdict, six = _trial("trial-both")
+    assert all(r["novelty"] == 0.1 and r["episodes_per_step"] == 128 for r in new.values())
+    text = " ".join((ROOT / "docs" / "agents.md").read_text().split())
+    assert f"which its plan says weakens any pass. Its rule {verdict}, with a clean-clone" in text
+    adopted = "was met" in verdict
+    assert (USER_ENV["novelty"], USER_ENV["episodes_per_step"]) == ((0.1, 128) if adopted else (0.0, 64))
+    pair = functools.partial(_before_after, new, old)
+    (s0, s0n), (f1, f1n), (l1, l1n), (b0, b0n), (b1, b1n) = (
+        pair(*k) for k in (("shoes", 0), ("flight", 1), ("library", 1), ("birthday", 0), ("birthday", 1)))
+    assert f"shoes at seed 0 met the goal for the first time in any committed run (from {s0} to {s0n}) and flight " \
+           f"at seed 1 for the first time on this build (from {f1} to {f1n}), while library at seed 1 and birthday " \
+           f"at both seeds, which had learned, fell to {l1n}, {b0n} and {b1n}" in text
+    assert min(float(x) for x in (l1, b0, b1)) >= 0.9 and _met([new[("shoes", 0)], new[("flight", 1)]]) == 2
+    this_build = _agent_rows("trial-budget/incumbent", "trial-budget/candidate", "trial-novelty/candidate-b",
+                             "trial-batch/candidate-b", "pilot/x4-seed0")
+    every = [r for path in (ROOT / "docs" / "results" / "agent-sweep").rglob("runs.json")
+             for r in json.loads(path.read_text())["rows"] if r not in new.values()]
+    assert not _met(r for r in every if (r["env"], r["seed"]) == ("shoes", 0))
+    assert not _met(r for r in this_build if (r["env"], r["seed"]) == ("flight", 1))
+    assert f"On the six environments of the novelty trial {six.format('it')}." in text

@@ -163,7 +163,7 @@ trial on all 38 environments at seeds 0 and 1 (docs/results/agent-sweep/trial-bu
 0.64 against 0.55, 3.4 standard errors of the paired difference, every run under 2 minutes on 2 shared cores).
 explore stays 0: its pilots (docs/results/agent-sweep/pilot/) found no gain. novelty stays 0 and the batch 64: their
 trials on all 44 environments (docs/results/agent-sweep/trial-novelty/: 0.1; trial-batch/: 128 episodes per step)
-gained 1.2 and 0.9 standard errors, not the two their rules asked."""
+gained 1.2 and 0.9 standard errors, not the two their rules asked, and both together (trial-both/) 1.2."""
 
 QUICK = {"steps": 3, "episodes_per_step": 8, "eval_every": 3, "eval_per_task": 1}
 """``--quick``: a first look in seconds (and what CI runs)."""
