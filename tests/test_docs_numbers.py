@@ -280,16 +280,23 @@ FRESH_SIX = ("parking", "freezer", "refund", "synonym", "clock", "vote")
 """The environments written for the novelty trial (d39aaf2), reported on their own by every trial since."""
 
 
-def _trial(candidate: str) -> tuple[dict, dict, str, str]:
-    """A trial of docs/results/agent-sweep/CANDIDATE/candidate-{a,b} against the defaults' rows (trial-budget/candidate
-    and trial-novelty/incumbent-fresh), paired by (environment, seed) -> (candidate rows, incumbent rows, the verdict's
-    sentence as docs/agents.md writes it, the six fresh environments' sentence)."""
+def _agents_md() -> str:
+    """docs/agents.md with its whitespace runs made single spaces (a quoted sentence may wrap anywhere)."""
+    return " ".join((ROOT / "docs" / "agents.md").read_text().split())
+
+
+def _trial(candidate: str, **settings) -> tuple[dict, dict, str, str]:
+    """A trial of docs/results/agent-sweep/CANDIDATE/candidate-{a,b} (every row run with ``settings``) against the
+    defaults' rows (trial-budget/candidate and trial-novelty/incumbent-fresh), paired by (environment, seed) ->
+    (candidate rows, incumbent rows, the verdict's sentence as docs/agents.md writes it, the six fresh environments'
+    sentence)."""
     def keyed(*names):
         return {(r["env"], r["seed"]): r for r in _agent_rows(*names)}
 
     new = keyed(f"{candidate}/candidate-a", f"{candidate}/candidate-b")
     old = keyed("trial-budget/candidate", "trial-novelty/incumbent-fresh")
     assert new.keys() == old.keys() and len(new) == 88
+    assert all(r[name] == value for r in new.values() for name, value in settings.items())
 
     def paired(keys):
         gaps = [new[k]["trained_heldout"] - old[k]["trained_heldout"] for k in keys]
@@ -319,9 +326,8 @@ def test_the_novelty_trial_numbers_in_agents_md_are_the_committed_trial():
     verdict; the recheck repeats trial-budget's rows."""
     from pglab.trainers.agent_config import USER_ENV
 
-    new, old, verdict, six = _trial("trial-novelty")
-    assert all(r["novelty"] == 0.1 and r["episodes_per_step"] == 64 for r in new.values())
-    text = " ".join((ROOT / "docs" / "agents.md").read_text().split())
+    new, old, verdict, six = _trial("trial-novelty", novelty=0.1, episodes_per_step=64)
+    text = _agents_md()
     assert f"Its rule (more than two standard errors of the paired difference, no run over 300 s) {verdict}" in text
     assert USER_ENV["novelty"] == (0.1 if "was met" in verdict else 0.0)
     pair = functools.partial(_before_after, new, old)
@@ -352,9 +358,8 @@ def test_the_batch_trial_numbers_in_agents_md_are_the_committed_trial():
     environments, from trial-batch/; the default batch follows the verdict."""
     from pglab.trainers.agent_config import USER_ENV
 
-    new, old, verdict, six = _trial("trial-batch")
-    assert all(r["novelty"] == 0 and r["episodes_per_step"] == 128 for r in new.values())
-    text = " ".join((ROOT / "docs" / "agents.md").read_text().split())
+    new, old, verdict, six = _trial("trial-batch", novelty=0, episodes_per_step=128)
+    text = _agents_md()
     assert f"on the same 88 paired runs: its rule {verdict}" in text
     assert USER_ENV["episodes_per_step"] == (128 if "was met" in verdict else 64)
     pair = functools.partial(_before_after, new, old)
@@ -382,9 +387,8 @@ def test_the_trial_of_both_numbers_in_agents_md_are_the_committed_trial():
     fresh environments, from trial-both/; the defaults follow the verdict."""
     from pglab.trainers.agent_config import USER_ENV
 
-    new, old, verdict, six = _trial("trial-both")
-    assert all(r["novelty"] == 0.1 and r["episodes_per_step"] == 128 for r in new.values())
-    text = " ".join((ROOT / "docs" / "agents.md").read_text().split())
+    new, old, verdict, six = _trial("trial-both", novelty=0.1, episodes_per_step=128)
+    text = _agents_md()
     assert f"which its plan says weakens any pass. Its rule {verdict}, with a clean-clone" in text
     adopted = "was met" in verdict
     assert (USER_ENV["novelty"], USER_ENV["episodes_per_step"]) == ((0.1, 128) if adopted else (0.0, 64))
