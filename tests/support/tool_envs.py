@@ -1,5 +1,5 @@
-"""Small text-turn environments of the kind a new user writes (tools named only in the prompt), for the tool-use
-agent's tests and the sweep of ``train-agent``'s defaults (docs/results/agent-sweep/).
+"""Small text-turn environments of the kind a new user writes (tools named only in the prompt), for the tool-use agent's
+tests and the sweep of ``train-agent``'s defaults (docs/results/agent-sweep/).
 
 ``calculator`` is the docs' own (docs/agents.md "Your own environment"); ``word`` reverses a word then answers it;
 ``lookup`` looks a key up in a table then answers its value (several turns); ``parity`` is a one-turn yes/no choice
@@ -7,22 +7,27 @@ where a blind guess gets half; ``multiplier`` (numbers, a tool list as the TRL a
 made-up country's capital, word arguments), ``convert`` (two arguments, a number and a unit), ``stock`` (an item's
 count, the observation holding more than the number), ``weather`` (a town named in a chatty question, the degrees
 inside a sentence), ``area`` (a four-digit product inside a sentence), ``gate`` (codes of letters and digits, tools
-listed one per line), ``road`` (two word arguments in either order, then a number), ``seats`` (a weekday),
-``price`` (two numbers of a sentence, multiplied), ``translate`` (a word and a language), ``exchange`` (an amount
-and a currency), ``birthday`` (an answer of two arguments), ``letters`` (a word's length), ``hotel`` (three tools:
-a rate, a product, the answer), ``postcode`` (a five-digit code inside a sentence), ``colour`` (a fruit's
-colour), ``library`` (a shelf number inside a sentence), ``flight`` (a code of letters and digits, an answer tool
-not named like one), ``age`` (three tools, a subtraction of a prompt's number and an observation's), ``stove`` (a
-literal on/off answer after a lookup), ``recipe`` (three tools, flour for several cakes) and ``plural`` (irregular
-plurals, word arguments), ``bus`` (a time, an answer tool called ``tell``), ``spell`` (a number in words, an
-answer tool called ``write``), ``warehouse`` (a word and a number), ``password`` (a code in a sentence, an answer
-tool called ``send``), ``dose`` (a word and a number, milligrams in a sentence), ``parcel`` (an eight-digit number,
-then a town inside one of several sentences), ``booking`` (one turn, one tool of a word and a number called
-``book``), ``platform`` (tools listed one per line, a platform inside a sentence after a time, an answer tool
-called ``announce``), ``tip`` (three tools in sequence, a number of the prompt and one of a sentence), ``score``
-(the team's own of two numbers in a sentence) and ``shoes`` (a size of a chart, an answer of a word and a number
-called ``order``) are held out of the defaults sweep. Each factory takes no argument:
-``--env support.tool_envs:calculator`` from tests/.
+listed one per line), ``road`` (two word arguments in either order, then a number), ``seats`` (a weekday), ``price``
+(two numbers of a sentence, multiplied), ``translate`` (a word and a language), ``exchange`` (an amount and a
+currency), ``birthday`` (an answer of two arguments), ``letters`` (a word's length), ``hotel`` (three tools: a rate,
+a product, the answer), ``postcode`` (a five-digit code inside a sentence), ``colour`` (a fruit's colour),
+``library`` (a shelf number inside a sentence), ``flight`` (a code of letters and digits, an answer tool not named
+like one), ``age`` (three tools, a subtraction of a prompt's number and an observation's), ``stove`` (a literal
+on/off answer after a lookup), ``recipe`` (three tools, flour for several cakes) and ``plural`` (irregular plurals,
+word arguments), ``bus`` (a time, an answer tool called ``tell``), ``spell`` (a number in words, an answer tool
+called ``write``), ``warehouse`` (a word and a number), ``password`` (a code in a sentence, an answer tool called
+``send``), ``dose`` (a word and a number, milligrams in a sentence), ``parcel`` (an eight-digit number, then a town
+inside one of several sentences), ``booking`` (one turn, one tool of a word and a number called ``book``),
+``platform`` (tools listed one per line, a platform inside a sentence after a time, an answer tool called
+``announce``), ``tip`` (three tools in sequence, a number of the prompt and one of a sentence), ``score`` (the team's
+own of two numbers in a sentence), ``shoes`` (a size of a chart, an answer of a word and a number called ``order``),
+``parking`` (plate codes, an answer tool called ``go``), ``freezer`` (readings below zero), ``refund`` (three tools,
+a count and a price of a sentence), ``synonym`` (three right words), ``clock`` (three tools, an answer tool called
+``tell``), ``vote`` (a blind guess gets half), ``marathon`` (the second of two numbers in a sentence), ``overdraft``
+(a negative balance), ``swim`` (three tools, a pool's length times the prompt's lengths), ``helpdesk`` (a team's name
+in a sentence, an answer tool called ``assign``), ``hilo`` (one turn, higher, lower or correct, a blind guess gets a
+third) and ``rental`` (a word and a number, then a code of letters and digits) are held out of the defaults sweep.
+Each factory takes no argument: ``--env support.tool_envs:calculator`` from tests/.
 """
 
 from __future__ import annotations
@@ -1301,6 +1306,187 @@ def vote() -> Vote:
     return Vote()
 
 
+class Marathon:
+    """A runner's finishing time: <call> results RUNNER </call> answers a sentence with the bib number first and the
+    minutes second, <call> answer MINUTES </call> ends (the second of two numbers)."""
+
+    RUNNERS = ("ruth", "tomas", "ingrid", "kofi", "lena", "mateo", "priya", "oskar")
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.times = {name: (rng.randint(500, 999), rng.randint(130, 290)) for name in self.RUNNERS}
+        self.runner, self.turns = rng.choice(self.RUNNERS), 0
+        return (f"My friend {self.runner} ran the city marathon on sunday. How many minutes did that take? "
+                "<call> results RUNNER </call> looks up a runner and <call> answer MINUTES </call> tells me.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "results" and len(call[1]) == 1:
+            found = self.times.get(call[1][0])
+            return (f"{call[1][0]} wore bib {found[0]} and crossed the line after {found[1]} minutes." if found
+                    else "no runner by that name"), 0.0, last, {}
+        if call and call[0] == "answer" and len(call[1]) == 1:
+            return "thanks", float(call[1][0] == str(self.times[self.runner][1])), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def marathon() -> Marathon:
+    return Marathon()
+
+
+class Overdraft:
+    """An overdrawn account's balance: <call> balance ACCOUNT </call> reads it, <call> answer AMOUNT </call> ends
+    (the answer a negative number, other accounts in credit or not)."""
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        accounts = [str(n) for n in rng.sample(range(1000, 10000), 6)]
+        self.balances = {a: rng.randint(-600, 3000) for a in accounts}
+        self.account, self.turns = rng.choice(accounts), 0
+        self.balances[self.account] = rng.randint(-999, -10)
+        return (f"The customer with account {self.account} is on the phone and wants to know their balance. "
+                "<call> balance ACCOUNT </call> shows an account's balance; <call> answer AMOUNT </call> tells the "
+                "customer.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "balance" and len(call[1]) == 1:
+            found = self.balances.get(call[1][0])
+            return (f"Account {call[1][0]}: balance {found} dollars." if found is not None
+                    else "no such account"), 0.0, last, {}
+        if call and call[0] == "answer" and len(call[1]) == 1:
+            return "told", float(call[1][0] == str(self.balances[self.account])), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def overdraft() -> Overdraft:
+    return Overdraft()
+
+
+class Swim:
+    """Metres swum, three tools in sequence: <call> pool NAME </call> (its length in a sentence),
+    <call> times A B </call> with the prompt's number of lengths, then <call> answer METRES </call>."""
+
+    POOLS = ("riverside", "northgate", "lido", "college", "parkway", "harbourside")
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.lengths = {name: rng.choice((20, 25, 33, 50)) for name in self.POOLS}
+        self.pool, self.laps, self.turns = rng.choice(self.POOLS), rng.randint(4, 40), 0
+        return (f"I swam {self.laps} lengths at the {self.pool} pool this morning. How many metres is that? "
+                "<call> pool NAME </call> gives a pool's details; <call> times A B </call> multiplies two numbers; "
+                "<call> answer METRES </call> gives the distance.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "pool" and len(call[1]) == 1:
+            found = self.lengths.get(call[1][0])
+            return (f"The {call[1][0]} pool is {found} metres long." if found else "no pool by that name"), \
+                0.0, last, {}
+        if call and call[0] == "times" and len(call[1]) == 2 and all(a.lstrip("-").isdigit() for a in call[1]):
+            return str(int(call[1][0]) * int(call[1][1])), 0.0, last, {}
+        if call and call[0] == "answer" and len(call[1]) == 1:
+            return "nice swim", float(call[1][0] == str(self.laps * self.lengths[self.pool])), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def swim() -> Swim:
+    return Swim()
+
+
+class Helpdesk:
+    """Route a support ticket: <call> ticket NUMBER </call> answers a sentence naming the team (and a floor number),
+    <call> assign TEAM </call> ends (a word answer, an answer tool not named like one)."""
+
+    TEAMS = {"hardware": "the printer keeps jamming", "network": "the wifi drops every hour",
+             "billing": "an invoice was charged twice", "security": "a phishing email reached the inbox",
+             "facilities": "the meeting room heating is broken", "accounts": "a new starter cannot log in"}
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        numbers = [str(n) for n in rng.sample(range(2000, 9000), 6)]
+        self.tickets = {n: (team, rng.randint(1, 9)) for n, team in zip(numbers, rng.sample(sorted(self.TEAMS), 6))}
+        self.number, self.turns = rng.choice(numbers), 0
+        return (f"Ticket {self.number} just came in. Please send it to the right team. <call> ticket NUMBER </call> "
+                "opens a ticket, <call> assign TEAM </call> hands it to a team.")
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "ticket" and len(call[1]) == 1:
+            found = self.tickets.get(call[1][0])
+            return (f"Ticket {call[1][0]}: {self.TEAMS[found[0]]} on floor {found[1]}. This is a job for the "
+                    f"{found[0]} team." if found else "no ticket with that number"), 0.0, last, {}
+        if call and call[0] == "assign" and len(call[1]) == 1:
+            return "assigned", float(call[1][0] == self.tickets[self.number][0]), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def helpdesk() -> Helpdesk:
+    return Helpdesk()
+
+
+class Hilo:
+    """A guessing game's host in one turn: the secret and a guess in the prompt, <call> hint higher </call>,
+    <call> hint lower </call> or <call> hint correct </call> (a blind guess gets a third)."""
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.secret = rng.randint(10, 90)
+        self.guess = self.secret + rng.choice((-1, 0, 1)) * rng.randint(1, 9)
+        return (f"We are playing a number game and the secret number is {self.secret}. The player just guessed "
+                f"{self.guess}. Tell them with <call> hint higher </call>, <call> hint lower </call> or "
+                "<call> hint correct </call>.")
+
+    def step(self, text: str):
+        call = parse(text)
+        said = call[1][0] if call and call[0] == "hint" and len(call[1]) == 1 else None
+        truth = "higher" if self.secret > self.guess else "lower" if self.secret < self.guess else "correct"
+        return "done", float(said == truth), True, {}
+
+
+def hilo() -> Hilo:
+    return Hilo()
+
+
+class Rental:
+    """Rent a car: <call> reserve MODEL DAYS </call> (a word and a number of the prompt) answers a confirmation code
+    of letters and digits, <call> confirm CODE </call> ends with that code."""
+
+    MODELS = ("compact", "estate", "van", "convertible", "suv", "minibus")
+
+    def reset(self, seed: int) -> str:
+        rng = random.Random(seed)
+        self.seed, self.model, self.days, self.turns = seed, rng.choice(self.MODELS), str(rng.randint(2, 14)), 0
+        return (f"We are going to the coast for {self.days} days and need a {self.model} to fit everyone. Can you "
+                "rent one and send me the confirmation code? <call> reserve MODEL DAYS </call> reserves a car for a "
+                "number of days; <call> confirm CODE </call> sends the code.")
+
+    def code(self, model: str, days: str) -> str:
+        rng = random.Random(f"{self.seed}-{model}-{days}")
+        letters = "ABCDEFGHJKLMNPRSTUVWXYZ"
+        return rng.choice(letters) + rng.choice(letters) + str(rng.randint(100, 999)) + rng.choice(letters)
+
+    def step(self, text: str):
+        self.turns += 1
+        call, last = parse(text), self.turns >= 4
+        if call and call[0] == "reserve" and len(call[1]) == 2:
+            model, days = call[1]
+            if model not in self.MODELS or not days.isdigit():
+                return "error: no such car or number of days", 0.0, last, {}
+            return f"Reserved a {model} for {days} days. Confirmation code {self.code(model, days)}.", 0.0, last, {}
+        if call and call[0] == "confirm" and len(call[1]) == 1:
+            return "sent", float(call[1][0] == self.code(self.model, self.days)), True, {}
+        return "error: unknown call", 0.0, last, {}
+
+
+def rental() -> Rental:
+    return Rental()
+
+
 ENVS = {"calculator": calculator, "word": word, "lookup": lookup, "parity": parity}
 """The sweep's environments by name."""
 BLIND_HALF = ("parity", "stove", "vote")
@@ -1320,7 +1506,8 @@ HELD_OUT_ENVS = {"multiplier": multiplier, "capital": capital, "convert": conver
                  "bus": bus, "spell": spell, "warehouse": warehouse, "password": password, "dose": dose,
                  "parcel": parcel, "booking": booking, "platform": platform, "tip": tip, "score": score,
                  "shoes": shoes, "parking": parking, "freezer": freezer, "refund": refund, "synonym": synonym,
-                 "clock": clock, "vote": vote}
+                 "clock": clock, "vote": vote, "marathon": marathon, "overdraft": overdraft, "swim": swim,
+                 "helpdesk": helpdesk, "hilo": hilo, "rental": rental}
 """Environments the defaults were not chosen on (only the acceptance runs use them). The tool-use corpus was changed
 after the capital (version 6: questions that name a tool), the convert (version 7: tools of a number and a word,
 invented descriptions) and the convert and stock (version 8) failed; ``weather`` and ``area`` were written before
@@ -1337,4 +1524,6 @@ measurement of that change and before the corpus change it suggested (answer too
 of them; ``parcel``, ``booking``, ``platform``, ``tip``, ``score`` and ``shoes`` after every measurement of the
 argument-name rule and the corpus-10 trial and before the exploration change, and before any run of them;
 ``parking``, ``freezer``, ``refund``, ``synonym``, ``clock`` and ``vote`` after the trial of 64 episodes per step
-and before the trial of the novelty bonus, and before any run of them."""
+and before the trial of the novelty bonus, and before any run of them; ``marathon``, ``overdraft``, ``swim``,
+``helpdesk``, ``hilo`` and ``rental`` were written after the trial of the novelty bonus and 128 episodes per step and
+before the trial of the corpus's version 11, and before any run of them."""
