@@ -6,9 +6,11 @@ A generator (pure functions of a ``random.Random``) invents small tasks in pglab
 prompt in one of several templates (the calculator of docs/agents.md, a tool list as the TRL adapter writes it,
 reasoning-gym's instruction, a one-turn choice). Each transcript is **scripted random play** (well-formed and
 unskilled, agents-ch6 §6.2): every call names a tool of the prompt, its arguments are values of the right kind
-copied from the question or from earlier observations, a random tool world answers (a number of up to six digits,
-a word, an argument spelled backwards, an error, ``done``; a value often inside a sentence), and the episode ends
-with an answer-like tool whose argument is often the last observation's value. Questions may hold their value
+copied from the question or from earlier observations (a call after an observation often takes that observation's
+values first, so that tools chain), a random tool world answers (a number of up to six digits, some negative, a
+word, an argument spelled backwards, an error, ``done``; a value often inside a sentence, which may hold two), and
+the episode ends with an answer-like tool whose argument is often one of the last observation's values. Tasks of
+several tools often call each once, in the order the prompt names them. Questions may hold their value
 among filler words, or carry a sentence of filler beside them; fillers are never arguments.
 
 :func:`prompt_tools`, :func:`tools_with_arguments` and :func:`well_formed` are the generic format check of a call
@@ -21,7 +23,7 @@ import random
 import re
 from dataclasses import dataclass
 
-VERSION = 9
+VERSION = 11
 """The generator's version: part of the tool-use agent's cache key (bump it when a transcript changes)."""
 TOOL_NAMES = ("add", "sum", "plus", "multiply", "times", "subtract", "minus", "divide", "double", "square",
               "increment", "decrement", "lookup", "get", "find", "search", "query", "fetch", "read", "open",
@@ -163,12 +165,15 @@ def _other_slot(rng: random.Random) -> str:
 DIGITS = (0.2, 0.3, 0.25, 0.15, 0.07, 0.03)
 """How often a number has 1, 2, ... 6 digits (questions' second numbers and tool answers), so that a number is
 copied whole whatever its length, not cut to the length the corpus shows most."""
+NEGATIVE = 0.1
+"""The share of those numbers that are below zero (``-12``), copied with their sign."""
 
 
 def _number(rng: random.Random) -> int:
-    """A number of 1-6 digits, as often as DIGITS says."""
+    """A number of 1-6 digits, as often as DIGITS says, negative NEGATIVE of the time."""
     digits = rng.choices(range(1, len(DIGITS) + 1), DIGITS)[0]
-    return rng.randint(0 if digits == 1 else 10 ** (digits - 1), 10**digits - 1)
+    value = rng.randint(0 if digits == 1 else 10 ** (digits - 1), 10**digits - 1)
+    return -value if rng.random() < NEGATIVE else value
 
 
 def _question(rng: random.Random) -> tuple[str, list[str]]:
@@ -376,35 +381,66 @@ def _wrapped(rng: random.Random, value: str) -> str:
     return f"{lead}{value}{tail}" if lead or tail else f"{noun} {value}"
 
 
-def _observe(rng: random.Random, arguments: tuple[str, ...]) -> tuple[str, str | None]:
-    """What a random tool world answers a call (with ``arguments``) that does not end the episode, and the value it
-    holds (None for an error or a bare status)."""
+PAIRED = 0.2
+"""The share of valued tool answers that are a sentence holding two values (``3 lamps at 40 dollars each``,
+``leaves at 1415 from gate 7``), of which a later call may take either."""
+PAIRS = ("{a} {f} at {b} {u}", "{f} {a}, {g} {b}", "{a} {u} from {f} {b}", "{f} {a} and {g} {b}",
+         "the {f} is {a} and the {g} is {b}", "{a} by {b}", "from {a} to {b} {u}", "{f}: {a} {u}, {g}: {b}")
+"""Sentences of two values: ``{a}`` and ``{b}`` the values, ``{f}`` and ``{g}`` fillers, ``{u}`` a unit."""
+
+
+def _value(rng: random.Random) -> str:
+    """A tool answer's value: a number half of the time, else a code or a word."""
+    return str(_number(rng)) if rng.random() < 0.5 else _code(rng) if rng.random() < CODE else _word(rng)
+
+
+def _observe(rng: random.Random, arguments: tuple[str, ...]) -> tuple[str, list[str]]:
+    """What a random tool world answers a call (with ``arguments``) that does not end the episode, and the values it
+    holds in order (none for an error or a bare status)."""
     if arguments and rng.random() < REVERSED:
-        value = rng.choice(arguments)[::-1]
+        chosen = rng.choice(arguments)
+        value = "-" + chosen[:0:-1] if _NUMBER.match(chosen) and chosen.startswith("-") else chosen[::-1]
     else:
         roll = rng.random()
         if roll >= 0.75:
-            return (rng.choice(ERRORS) if roll < 0.9 else rng.choice(("ok", "done", "no result"))), None
-        value = str(_number(rng)) if roll < 0.5 else _code(rng) if rng.random() < CODE else _word(rng)
-    return (_wrapped(rng, value) if rng.random() < WRAPPED else value), value
+            return (rng.choice(ERRORS) if roll < 0.9 else rng.choice(("ok", "done", "no result"))), []
+        if roll < 0.75 * PAIRED:
+            a, b = _value(rng), _value(rng)
+            while b == a:
+                b = _value(rng)
+            text = rng.choice(PAIRS).format(a=a, b=b, f=_filler(rng), g=_filler(rng), u=rng.choice(UNITS))
+            return text, [a, b]
+        value = _value(rng)
+    return (_wrapped(rng, value) if rng.random() < WRAPPED else value), [value]
+
+
+IN_SEQUENCE = 0.5
+"""The share of tasks of several tools whose play calls each tool once, in the order the prompt names them (look
+up, then compute, then answer); the rest call 0-3 tools at random."""
+RECENT = 0.6
+"""The share of calls after an observation with values that take those values before the older ones."""
 
 
 def _play(rng: random.Random, question_values: list[str], tools: list[ToolSpec],
           answer: ToolSpec) -> tuple[list[str], list[str]]:
     """Scripted random play: 0-3 calls of the prompt's other tools, then the answer tool -> (calls, observations)."""
-    context, calls, observations, last = list(question_values), [], [], None
-    turns = rng.choices((0, 1, 2, 3), (0.05, 0.5, 0.3, 0.15))[0] if tools else 0
-    for _ in range(turns):
-        tool = rng.choice(tools)
-        arguments = _arguments(rng, tool.kinds, context)
+    context, calls, observations, last = list(question_values), [], [], []
+    if len(tools) > 1 and rng.random() < IN_SEQUENCE:
+        played = list(tools)
+    else:
+        turns = rng.choices((0, 1, 2, 3), (0.05, 0.5, 0.3, 0.15))[0] if tools else 0
+        played = [rng.choice(tools) for _ in range(turns)]
+    for tool in played:
+        recent = last if last and rng.random() < RECENT else []
+        arguments = _arguments(rng, tool.kinds, recent + [v for v in context if v not in recent])
         calls.append(_usage(ToolSpec(tool.name, arguments, tool.kinds)))
-        observation, value = _observe(rng, arguments)
+        observation, values = _observe(rng, arguments)
         observations.append(observation)
-        if value is not None:
-            context.append(value)
-            last = value
+        if values:
+            context += values
+            last = values
     kind = answer.kinds[0]
-    value = last if last is not None and kind == "any" and rng.random() < 0.7 else _pick(rng, kind, context)
+    value = rng.choice(last) if last and kind == "any" and rng.random() < 0.7 else _pick(rng, kind, context)
     calls.append(_usage(ToolSpec(answer.name, (value,), answer.kinds)))
     observations.append(rng.choice(("done", "correct", "wrong", "score 0", "score 1")))
     return calls, observations
