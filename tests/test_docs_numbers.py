@@ -285,17 +285,21 @@ def _agents_md() -> str:
     return " ".join((ROOT / "docs" / "agents.md").read_text().split())
 
 
-def _trial(candidate: str, **settings) -> tuple[dict, dict, str, str]:
+DEFAULTS_RUNS = ("trial-budget/candidate", "trial-novelty/incumbent-fresh")
+"""The defaults' runs on the version-9 agent that every trial since the novelty bonus pairs with."""
+
+
+def _trial(candidate: str, incumbent: tuple[str, ...] = DEFAULTS_RUNS, runs: int = 88,
+           fresh_envs: tuple[str, ...] = FRESH_SIX, **settings) -> tuple[dict, dict, str, str]:
     """A trial of docs/results/agent-sweep/CANDIDATE/candidate-{a,b} (every row run with ``settings``) against the
-    defaults' rows (trial-budget/candidate and trial-novelty/incumbent-fresh), paired by (environment, seed) ->
-    (candidate rows, incumbent rows, the verdict's sentence as docs/agents.md writes it, the six fresh environments'
-    sentence)."""
+    ``incumbent`` rows, ``runs`` pairs by (environment, seed) -> (candidate rows, incumbent rows, the verdict's
+    sentence as docs/agents.md writes it, the ``fresh_envs``' sentence)."""
     def keyed(*names):
         return {(r["env"], r["seed"]): r for r in _agent_rows(*names)}
 
     new = keyed(f"{candidate}/candidate-a", f"{candidate}/candidate-b")
-    old = keyed("trial-budget/candidate", "trial-novelty/incumbent-fresh")
-    assert new.keys() == old.keys() and len(new) == 88
+    old = keyed(*incumbent)
+    assert new.keys() == old.keys() and len(new) == runs
     assert all(r[name] == value for r in new.values() for name, value in settings.items())
 
     def paired(keys):
@@ -308,7 +312,7 @@ def _trial(candidate: str, **settings) -> tuple[dict, dict, str, str]:
     verdict = (f"{'was met' if met else 'was not met'}: {_mean(new.values())} against {_mean(old.values())} "
                f"(difference {gap:.3f}, se {se:.3f}, over {len(new)} paired runs), and {_met(new.values())} of "
                f"{len(new)} runs meet the goal against {_met(old.values())}; its longest run took {longest:.0f} s")
-    fresh = [k for k in new if k[0] in FRESH_SIX]
+    fresh = [k for k in new if k[0] in fresh_envs]
     gap, se = paired(fresh)
     six = (f"the difference is {gap:.3f} (se {se:.3f}) and {{}} meets the goal in {_met(new[k] for k in fresh)} of "
            f"{len(fresh)} runs against the defaults' {_met(old[k] for k in fresh)}")
@@ -406,3 +410,40 @@ def test_the_trial_of_both_numbers_in_agents_md_are_the_committed_trial():
     assert not _met(r for r in every if (r["env"], r["seed"]) == ("shoes", 0))
     assert not _met(r for r in this_build if (r["env"], r["seed"]) == ("flight", 1))
     assert f"On the six environments of the novelty trial {six.format('it')}." in text
+
+
+def test_the_corpus_eleven_trial_numbers_in_agents_md_are_the_committed_trial():
+    """docs/agents.md's corpus-11 paragraph: the trial's verdict over all 50 environments (the version-11 agent's
+    runs of trial-v11/ against the version-9 agent's), the runs it names, the six environments written for it; the
+    shipped agent's corpus version follows the verdict."""
+    from pglab.envs.tooluse import VERSION
+    from pglab.trainers.agent_config import USER_ENV
+
+    six_envs = ("marathon", "overdraft", "swim", "helpdesk", "hilo", "rental")
+    new, old, verdict, six = _trial("trial-v11", (*DEFAULTS_RUNS, "trial-v11/incumbent-new"), 100, six_envs,
+                                    novelty=USER_ENV["novelty"], episodes_per_step=USER_ENV["episodes_per_step"])
+    text = _agents_md()
+    assert f"Its rule (more than two standard errors of the paired difference, no run over 300 s) {verdict}." in text
+    assert VERSION == (11 if "was met" in verdict else 9)
+    pair = functools.partial(_before_after, new, old)
+    both = {env: (pair(env, 0), pair(env, 1)) for env in ("platform", "parking", "synonym", "weather", "hilo")}
+    for env, phrase in (("platform", "platform ({} -> {} at both seeds)"), ("parking", "parking ({} -> {} at both)"),
+                        ("synonym", "synonym ({} -> {} at both)"), ("weather", "weather ({} -> {} at both")):
+        assert both[env][0] == both[env][1] and phrase.format(*both[env][0]) in text, env
+    assert "hilo ({} -> {} at both seeds), marathon at seed 0 ({} -> {}".format(*both["hilo"][0],
+                                                                              *pair("marathon", 0)) in text
+    assert both["hilo"][0] == both["hilo"][1]
+    assert "flight ({} -> {} and {})".format(*pair("flight", 0), pair("flight", 1)[1]) in text
+    assert "freezer ({} and {} -> {} and {})".format(pair("freezer", 0)[0], pair("freezer", 1)[0],
+                                                    pair("freezer", 0)[1], pair("freezer", 1)[1]) in text
+    base = {env: (f"{old[(env, 0)]['base_heldout']:.2f}", f"{new[(env, 0)]['base_heldout']:.2f}")
+            for env in ("seats", "stove")}
+    assert "its base reward on seats rose from {} to {}, on stove fell from {} to {}".format(
+        *base["seats"], *base["stove"]) in text
+    fresh = [k for k in new if k[0] in six_envs]
+    assert f"committed at c65c5f2 before any build or run of version 11, are reported on their own: " \
+           f"{_met(new[k] for k in fresh)} of {len(fresh)} runs meet the goal against {_met(old[k] for k in fresh)} " \
+           f"(difference {statistics.fmean(new[k]['trained_heldout'] - old[k]['trained_heldout'] for k in fresh):.3f}" \
+           in text
+    assert f"over all 50 environments the defaults on its agent meet the goal in {_met(new.values())} of {len(new)} " \
+           f"runs ({_met(old.values())} on version 9), {_met(new[k] for k in fresh)} of {len(fresh)} on the six" in text
