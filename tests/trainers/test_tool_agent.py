@@ -39,13 +39,14 @@ def test_well_formed_wants_one_call_of_a_named_tool():
         assert not well_formed(call, tools), call
 
 
-def test_the_shipped_tool_agents_hold_the_current_recipes_and_are_what_the_default_loads():
+@pytest.mark.parametrize("kind", ["tool", "default"])
+def test_the_shipped_agents_hold_the_current_recipes_and_are_what_the_default_loads(kind):
     for size in ("full", "quick"):
-        folder = shipped_agent("tool", size)
-        assert folder is not None, f"the shipped agent is another recipe: run scripts/ship_agent.py tool {size}"
-        assert ensure_agent("tool", size, progress=False) == folder
+        folder = shipped_agent(kind, size)
+        assert folder is not None, f"the shipped agent is another recipe: run scripts/ship_agent.py {kind} {size}"
+        assert ensure_agent(kind, size, progress=False) == folder
         stats = json.loads((folder / "agent.json").read_text())
-        assert stats["torch"] and stats["cpu"] and stats["recipe"]["corpus_version"] == VERSION
+        assert stats["torch"] and stats["cpu"] and stats["recipe"].get("corpus_version", VERSION) == VERSION
         model, tokenizer = load_causal_lm(str(folder))
         assert model.num_parameters() == stats["parameters"] and len(tokenizer) == stats["recipe"]["vocab"]
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from pglab.data.reviews import VERSION, reviews
+from pglab.runtime.locks import building
 from pglab.runtime.progress import track
 
 EOS = "<|endoftext|>"
@@ -170,19 +171,21 @@ def ensure_default_model(size: str = "full", force: bool = False, progress: bool
     folder = default_model_dir(size)
     if (folder / "pretrain.json").exists() and not force:
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
-    try:
-        pretrain(_size(size), tmp, progress=progress)
-        if force and folder.exists():
-            shutil.rmtree(folder)
+    with building(folder):                                        # another process may be building it now
+        if (folder / "pretrain.json").exists() and not force:
+            return folder
+        tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
         try:
-            os.replace(tmp, folder)
-        except OSError:
-            if not (folder / "pretrain.json").exists():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            pretrain(_size(size), tmp, progress=progress)
+            if force and folder.exists():
+                shutil.rmtree(folder)
+            try:
+                os.replace(tmp, folder)
+            except OSError:
+                if not (folder / "pretrain.json").exists():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return folder
 
 

@@ -40,6 +40,7 @@ from pglab.models.hf import load_causal_lm
 from pglab.models.policy import HFPolicy, TokenPolicy
 from pglab.models.tokenizer import environment_texts
 from pglab.runtime.distributed import process_group, world, wrap
+from pglab.runtime.locks import building
 from pglab.runtime.options import SettingsError
 from pglab.runtime.progress import track
 from pglab.runtime.threads import single_torch_thread
@@ -200,7 +201,9 @@ def ensure_agent(kind: str, size: str = "full", progress: bool = True) -> Path:
         return folder
     distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
     if not distributed or torch.distributed.get_rank() == 0:
-        _build_into(folder, kind, size, progress)
+        with building(folder):                                    # another process may be building it now
+            if not (folder / "agent.json").exists():
+                _build_into(folder, kind, size, progress)
     if distributed:
         torch.distributed.barrier()
     return folder

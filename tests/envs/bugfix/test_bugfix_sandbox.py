@@ -182,8 +182,9 @@ def test_invalid_sandbox_size():
         Sandbox(workers=0)
 
 
-def test_no_process_or_fd_growth_after_1000_episodes_with_30_percent_timeouts():
-    """Robust to load: a worker replaced after a stall must leave nothing behind either."""
+def test_no_process_or_fd_growth_after_300_episodes_with_30_percent_timeouts():
+    """Robust to load: a worker replaced after a stall must leave nothing behind either (90 replacements: a leak
+    of one descriptor or process each would show 90 times over)."""
     limits = Limits(timeout=0.03, cpu=1, memory=256 * 2**20, output=256)
     grader = Grader(Sandbox(workers=1, limits=limits), cache=False)
     looping = fault_task("def f():\n    while True:\n        pass\n")
@@ -193,10 +194,10 @@ def test_no_process_or_fd_growth_after_1000_episodes_with_30_percent_timeouts():
     env.step("<call> submit </call>")
     others, fds = set(descendants()) - worker_trees(grader.sandbox), open_fds()
     outcomes = []
-    for episode in range(1000):
+    for episode in range(300):
         env.reset(options={"task": looping if episode % 10 < 3 else normal})
         outcomes.append(env.step("<call> submit </call>")[4]["outcome"])
-    assert outcomes.count("timeout") >= 300 and set(outcomes) <= {"pass", "timeout", "infra_error"}
+    assert outcomes.count("timeout") >= 90 and set(outcomes) <= {"pass", "timeout", "infra_error"}
     live, trees = settled(grader.sandbox, others)
     assert live == trees
     assert open_fds() == fds, f"{grader.sandbox.infra_failures} workers were replaced"
