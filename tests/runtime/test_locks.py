@@ -40,3 +40,28 @@ def test_the_lock_is_released_when_the_block_raises(tmp_path):
 
     threading.Thread(target=again).start()
     assert done.wait(60)
+
+
+def test_build_once_builds_once_leaves_nothing_on_failure_and_rebuilds_when_forced(tmp_path):
+    from pglab.runtime.locks import build_once
+
+    folder, calls = tmp_path / "model-a", []
+
+    def build(tmp):
+        calls.append(tmp)
+        (tmp / "weights").write_text(str(len(calls)))
+        (tmp / "done.json").write_text("{}")
+
+    def broken(tmp):
+        (tmp / "weights").write_text("half")
+        raise RuntimeError("out of memory")
+
+    try:
+        build_once(folder, broken, "done.json")
+    except RuntimeError:
+        pass
+    assert not folder.exists() and [p.name for p in tmp_path.iterdir()] == [".model-a.lock"]
+    assert build_once(folder, build, "done.json") == folder and build_once(folder, build, "done.json") == folder
+    assert len(calls) == 1 and (folder / "weights").read_text() == "1"
+    build_once(folder, build, "done.json", force=True)
+    assert len(calls) == 2 and (folder / "weights").read_text() == "2"

@@ -17,8 +17,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,7 +24,7 @@ from pathlib import Path
 import torch
 
 from pglab.data.reviews import VERSION, reviews
-from pglab.runtime.locks import building
+from pglab.runtime.locks import build_once
 from pglab.runtime.progress import track
 
 EOS = "<|endoftext|>"
@@ -163,30 +161,12 @@ def pretrain(spec: DefaultSize, folder: Path, progress: bool = True) -> dict:
 
 
 def ensure_default_model(size: str = "full", force: bool = False, progress: bool = True) -> Path:
-    """The folder of the embedded default, pretrained on first use.
-
-    Built in a temporary folder and renamed into place, so a half-built model is never seen; when
-    two processes build at once, the first rename wins (the builds are identical).
-    """
+    """The folder of the embedded default, pretrained on first use (:func:`~pglab.runtime.locks.build_once`: one
+    process builds it, in a temporary folder renamed into place; others started beside it wait and load it)."""
     folder = default_model_dir(size)
     if (folder / "pretrain.json").exists() and not force:
         return folder
-    with building(folder):                                        # another process may be building it now
-        if (folder / "pretrain.json").exists() and not force:
-            return folder
-        tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
-        try:
-            pretrain(_size(size), tmp, progress=progress)
-            if force and folder.exists():
-                shutil.rmtree(folder)
-            try:
-                os.replace(tmp, folder)
-            except OSError:
-                if not (folder / "pretrain.json").exists():
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return folder
+    return build_once(folder, lambda tmp: pretrain(_size(size), tmp, progress=progress), "pretrain.json", force)
 
 
 def save_random_gpt2(folder: Path, *, vocab: int = 257, layers: int = 2, width: int = 128, heads: int = 4,

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 try:
@@ -31,4 +34,26 @@ def building(folder: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-__all__ = ["building"]
+def build_once(folder: Path, build: Callable[[Path], None], marker: str, force: bool = False) -> Path:
+    """``folder``, built by ``build(tmp)`` unless it holds ``marker`` (a file the build writes last) and not
+    ``force``: under :func:`building`, into a temporary folder beside it renamed into place, so a half-built folder
+    is never seen and a failed build leaves nothing."""
+    with building(folder):
+        if (folder / marker).exists() and not force:
+            return folder
+        tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
+        try:
+            build(tmp)
+            if force and folder.exists():
+                shutil.rmtree(folder)
+            try:
+                os.replace(tmp, folder)
+            except OSError:                   # a process without the lock (another machine's share) got there first
+                if not (folder / marker).exists():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+__all__ = ["build_once", "building"]

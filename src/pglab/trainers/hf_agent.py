@@ -19,10 +19,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
-import os
 import random
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -40,7 +37,7 @@ from pglab.models.hf import load_causal_lm
 from pglab.models.policy import HFPolicy, TokenPolicy
 from pglab.models.tokenizer import environment_texts
 from pglab.runtime.distributed import process_group, world, wrap
-from pglab.runtime.locks import building
+from pglab.runtime.locks import build_once
 from pglab.runtime.options import SettingsError
 from pglab.runtime.progress import track
 from pglab.runtime.threads import single_torch_thread
@@ -201,28 +198,20 @@ def ensure_agent(kind: str, size: str = "full", progress: bool = True) -> Path:
         return folder
     distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
     if not distributed or torch.distributed.get_rank() == 0:
-        with building(folder):                                    # another process may be building it now
-            if not (folder / "agent.json").exists():
-                _build_into(folder, kind, size, progress)
+        _build_into(folder, kind, size, progress)
     if distributed:
         torch.distributed.barrier()
     return folder
 
 
 def _build_into(folder: Path, kind: str, size: str, progress: bool) -> None:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
-    try:
+    """Build the agent ``kind`` of ``size`` into ``folder`` unless a process before (or beside) this one did."""
+    def build(tmp: Path) -> None:
         {"default": build_default_agent, "tool": build_tool_agent}[kind](tmp, size, progress)
         if not (tmp / "config.json").exists():
             raise RuntimeError(f"building the {kind} agent wrote no config.json into {tmp}")
-        try:
-            os.replace(tmp, folder)
-        except OSError:
-            if not (folder / "agent.json").exists():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    build_once(folder, build, "agent.json")
 
 
 def default_agent_dir(size: str = "full") -> Path:
