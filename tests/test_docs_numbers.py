@@ -313,6 +313,8 @@ def _trial(candidate: str, incumbent: tuple[str, ...] = DEFAULTS_RUNS, runs: int
                f"(difference {gap:.3f}, se {se:.3f}, over {len(new)} paired runs), and {_met(new.values())} of "
                f"{len(new)} runs meet the goal against {_met(old.values())}; its longest run took {longest:.0f} s")
     fresh = [k for k in new if k[0] in fresh_envs]
+    if not fresh:
+        return new, old, verdict, ""
     gap, se = paired(fresh)
     six = (f"the difference is {gap:.3f} (se {se:.3f}) and {{}} meets the goal in {_met(new[k] for k in fresh)} of "
            f"{len(fresh)} runs against the defaults' {_met(old[k] for k in fresh)}")
@@ -447,3 +449,27 @@ def test_the_corpus_eleven_trial_numbers_in_agents_md_are_the_committed_trial():
            in text
     assert f"over all 50 environments the defaults on its agent meet the goal in {_met(new.values())} of {len(new)} " \
            f"runs ({_met(old.values())} on version 9), {_met(new[k] for k in fresh)} of {len(fresh)} on the six" in text
+
+
+def test_the_corpus_twelve_trial_numbers_in_agents_md_are_the_committed_trial():
+    """docs/agents.md's corpus-12 paragraph: its verdict against the version-11 runs (trial-v11/candidate-*), the
+    runs it names, the count beside the acceptance line; the corpus version follows the verdict."""
+    from pglab.envs.tooluse import VERSION
+    from pglab.trainers.agent_config import USER_ENV
+
+    new, old, verdict, _ = _trial("trial-v12", ("trial-v11/candidate-a", "trial-v11/candidate-b"), 100, (),
+                                  novelty=USER_ENV["novelty"], episodes_per_step=USER_ENV["episodes_per_step"])
+    text = _agents_md()
+    assert f"Its rule (more than two standard errors of the paired difference, no run over 300 s) {verdict}." in text
+    assert VERSION == (12 if "was met" in verdict else 11)
+    pair = functools.partial(_before_after, new, old)
+    assert all(new[(env, s)]["trained_heldout"] == 0 for env in ("marathon", "rental", "clock") for s in (0, 1))
+    assert pair("parking", 0) == pair("parking", 1)
+    assert "it lost parking ({} -> {} at both seeds), translate ({} -> {} and {}) and platform at seed 1 ({} -> {}), " \
+           "and colour learned at seed 0 for the first time in any committed run ({} -> {})".format(
+               *pair("parking", 0), *pair("translate", 0), pair("translate", 1)[1], *pair("platform", 1),
+               *pair("colour", 0)) in text
+    every = [r for path in (ROOT / "docs" / "results" / "agent-sweep").rglob("runs.json")
+             for r in json.loads(path.read_text())["rows"] if r not in new.values()]
+    assert _met([new[("colour", 0)]]) and not _met(r for r in every if r["env"] == "colour")
+    assert f"version 12's prose prompts did not add to it ({_met(new.values())} of {len(new)})" in text
