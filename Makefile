@@ -37,8 +37,11 @@ demo: $(VENV)/.installed
 
 # Every tier: unit, integration (other processes: subprocesses, the sandbox, torch.distributed, a browser)
 # and experiment (experiments and training runs at reduced size). CI runs this (.ci/run).
+# Three workers on two cores: a worker spends about a third of its time waiting on subprocesses, sandboxes and
+# process groups (measured on the tree of 26aad8b, warm caches, idle: 318 s of pytest with three, 374 s with two; with two
+# CPU hogs beside it every test still passed, 535 s).
 test: $(VENV)/.installed $(VENV)/.system $(VENV)/.peers
-	$(PY) -m pytest -q -n 2 --dist loadfile
+	$(PY) -m pytest -q -n 3 --dist loadfile
 
 # The unit tier only (in-process tests, about a minute on 2 cores): the loop while editing.
 test-fast: $(VENV)/.installed
