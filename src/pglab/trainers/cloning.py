@@ -9,12 +9,9 @@ environment's text or of the tokenizer trains a new one.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +23,7 @@ from pglab.envs.bugfix import BugFixEnv, Task, make_tasks, scripted_policy, scri
 from pglab.estimators import masked_mean
 from pglab.models.tinyagent import TinyAgent, TinyConfig
 from pglab.models.tokenizer import Tokenizer
-from pglab.runtime.locks import building
+from pglab.runtime.locks import build_once
 from pglab.runtime.threads import single_torch_thread
 from pglab.sampling.episodes import MAX_OBS_TOKENS, collate, encode_episode
 from pglab.sampling.scoring import sequence_log_probs
@@ -102,24 +99,24 @@ def make_base_agent(tokenizer: Tokenizer, seed: int = 0, settings: CloningSettin
     digest.update(data.ids.numpy().tobytes())
     digest.update(data.owner.numpy().tobytes())
     folder = Path(cache_dir or default_cache_dir()) / digest.hexdigest()[:20]
-    with building(folder) if cache else contextlib.nullcontext():       # one process clones, the others load
-        if cache and (folder / "config.json").exists():
-            return TinyAgent.from_pretrained(folder)
+    cloned: list[TinyAgent] = []
+
+    def clone(into: Path | None = None) -> TinyAgent:
         with torch.random.fork_rng(devices=[]), single_torch_thread():
             torch.manual_seed(seed)
             model = TinyAgent(config=config)
             behaviour_cloning(model, data, settings.steps, settings.batch_size, settings.lr,
                               torch.Generator().manual_seed(seed))
-        if cache:
-            folder.parent.mkdir(parents=True, exist_ok=True)
-            staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
-            model.save_pretrained(staging)
-            (staging / "settings.json").write_text(json.dumps(key, indent=1))
-            try:
-                staging.rename(folder)
-            except OSError:                     # another process cached the same agent first
-                shutil.rmtree(staging, ignore_errors=True)
+        if into is not None:
+            model.save_pretrained(into)
+            (into / "settings.json").write_text(json.dumps(key, indent=1))
+        cloned.append(model)
         return model
+
+    if not cache:
+        return clone()
+    build_once(folder, clone, "config.json")                     # one process clones, the others wait and load
+    return cloned[0] if cloned else TinyAgent.from_pretrained(folder)
 
 
 __all__ = ["CloningSettings", "behaviour_cloning", "default_cache_dir", "demonstrations", "make_base_agent"]
